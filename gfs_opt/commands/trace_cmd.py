@@ -1,0 +1,74 @@
+"""`gfs-opt trace …`: verify a job file, synthesise a calibrated trace, compute trace statistics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trace", help="load, verify, synthesise and describe traces")
+    tsub = p.add_subparsers(dest="trace_command", metavar="ACTION")
+    tsub.required = True
+
+    v = tsub.add_parser("verify", help="check a job_info_df.csv against the published sha256")
+    v.add_argument("file", type=Path)
+    v.set_defaults(handler=_verify)
+
+    s = tsub.add_parser("synth", help="write a calibrated synthetic Alibaba-like trace")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--scale", type=float, default=1.0,
+                   help="fraction of the real job volume and cluster (1 = full size)")
+    s.add_argument("--pools", default=None, help="comma-separated GPU models to keep")
+    s.add_argument("--start", default=None, help="first day kept (YYYY-MM-DD or seconds)")
+    s.add_argument("--end", default=None, help="end, exclusive (YYYY-MM-DD or seconds)")
+    s.add_argument("--setup", default=None, help="a built-in setup instead (e.g. paper-a100)")
+    s.add_argument("--out", type=Path, required=True)
+    s.set_defaults(handler=_synth)
+
+    st = tsub.add_parser("stats", help="calibration statistics of any trace")
+    st.add_argument("source", help="folder with node_info_df.csv + job_info_df.csv, a trace file, "
+                                   "or a built-in name (synthetic, small, paper-a100, ref-toy)")
+    st.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--targets", type=Path, default=None,
+                    help="calibration_targets.json to check against (default: $GFS_DATA_DIR's)")
+    st.set_defaults(handler=_stats)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from gfs_opt.traces.verify import verify_job_file
+
+    ok, digest = verify_job_file(args.file)
+    print(f"{'ok' if ok else 'MISMATCH'}  sha256 {digest}  {args.file}")
+    return 0 if ok else 1
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from gfs_opt.traces.synth import synth_to_dir
+
+    t0 = time.perf_counter()
+    nodes, jobs = synth_to_dir(args.out, seed=args.seed, scale=args.scale,
+                               pools=args.pools.split(",") if args.pools else None,
+                               start=args.start, end=args.end, setup=args.setup)
+    print(f"wrote {nodes:,} nodes and {jobs:,} jobs to {args.out} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from gfs_opt.traces.load import load_trace
+    from gfs_opt.traces.stats import calibration_report, format_report, trace_stats
+
+    trace = load_trace(args.source, seed=args.seed)
+    stats = trace_stats(trace)
+    report = calibration_report(stats, args.targets)
+    if args.json:
+        json.dump({"stats": stats, "calibration": report}, sys.stdout, indent=2, default=float)
+        print()
+    else:
+        print(format_report(stats, report))
+    failed = [r for r in report if r.get("ok") is False]
+    return 1 if failed else 0

@@ -1,0 +1,1 @@
+"""gfs_opt.experiments"""

@@ -1,0 +1,458 @@
+"""Shared vocabulary: jobs, nodes, cluster state, the `Round` snapshot and the `Decision`.
+
+GPU amounts are integer milli-GPUs (1 GPU = 1000) so that fractional sums never drift.
+A worker asking for ``g < 1000`` shares one GPU; a worker asking for ``g = k * 1000`` takes
+``k`` distinct GPUs of one node. Every policy, exact or greedy, reads a `Round` and returns a
+`Decision`; the simulator and the instance files speak exactly these types.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+MILLI = 1000
+HOUR = 3600.0
+
+
+class JobClass(StrEnum):
+    HP = "HP"
+    LP = "LP"
+
+
+def gpus_to_milli(gpus: float) -> int:
+    """Per-worker request in GPUs → milli-GPU. Non-integer requests above one GPU round up."""
+    if gpus <= 0 or not math.isfinite(gpus):
+        raise ValueError(f"GPU request must be positive and finite, got {gpus}")
+    if gpus < 1:
+        return max(1, round(gpus * MILLI))
+    return math.ceil(gpus - 1e-9) * MILLI
+
+
+def gpus_per_worker(g: int) -> int:
+    """Number of distinct GPUs one worker occupies (1 for fractional requests)."""
+    return 1 if g < MILLI else g // MILLI
+
+
+def milli_per_gpu(g: int) -> int:
+    """Milli-GPU a worker holds on each of its GPUs."""
+    return g if g < MILLI else MILLI
+
+
+@dataclass(slots=True)
+class Job:
+    """A submitted job. ``g`` is the per-worker request in milli-GPU."""
+
+    id: int
+    org: str
+    pool: str
+    cls: JobClass
+    g: int
+    workers: int
+    submit: float
+    duration: float
+    guarantee_h: float = 1.0  # LP guarantee class in hours; ignored for HP
+    cpu: float = 0.0
+
+    @property
+    def demand(self) -> int:
+        """Total milli-GPU of the whole gang (g·w)."""
+        return self.g * self.workers
+
+    @property
+    def is_hp(self) -> bool:
+        return self.cls is JobClass.HP
+
+    @property
+    def guarantee_s(self) -> float:
+        return self.guarantee_h * HOUR
+
+
+# One worker's placement: the node and the node-local GPU indices it occupies.
+WorkerPlacement = tuple[int, tuple[int, ...]]
+Placement = tuple[WorkerPlacement, ...]
+
+
+@dataclass(slots=True)
+class RunningJob:
+    """A job holding GPUs. ``window_start`` is when its current guarantee window began."""
+
+    job: Job
+    start: float
+    last_ckpt: float
+    window_start: float
+    placement: Placement
+    evictions: int = 0
+
+    def wasted_work(self, t: float) -> float:
+        """GPU-seconds lost if evicted now: c_j = g·w·(t − last_ckpt) (in GPUs, not milli)."""
+        return self.job.demand / MILLI * max(0.0, t - self.last_ckpt)
+
+    def in_window(self, t: float) -> bool:
+        return self.job.cls is JobClass.LP and t - self.window_start < self.job.guarantee_s
+
+
+class AllocationError(ValueError):
+    """A placement that would over-allocate a GPU or break a gang."""
+
+
+class ClusterState:
+    """Per-GPU allocations with per-node counters kept incrementally for fast scoring.
+
+    Nodes are stored grouped by pool so that ``pool_slice(p)`` is a contiguous range and
+    vectorised scoring over a pool touches numpy views only. ``gpu_used``/``gpu_hp`` hold the
+    milli-GPU allocated in total and to HP jobs on each GPU.
+    """
+
+    def __init__(self, pools: Sequence[str], node_pool: Sequence[str], node_gpus: Sequence[int],
+                 node_names: Sequence[str] | None = None) -> None:
+        self.pools: list[str] = list(pools)
+        self.pool_index = {p: i for i, p in enumerate(self.pools)}
+        if len(node_pool) != len(node_gpus):
+            raise ValueError("node_pool and node_gpus must have the same length")
+        pidx = [self.pool_index[p] for p in node_pool]
+        if any(b < a for a, b in zip(pidx, pidx[1:], strict=False)):
+            raise ValueError("nodes must be grouped by pool in pool order")
+        self.n_nodes = len(node_pool)
+        self.node_pool = np.asarray(pidx, dtype=np.int32)
+        self.node_gpus = np.asarray(node_gpus, dtype=np.int32)
+        if self.n_nodes and (self.node_gpus < 1).any():
+            raise ValueError("every node needs at least one GPU")
+        self.node_names = list(node_names) if node_names is not None else [str(i) for i in range(self.n_nodes)]
+        self.node_first_gpu = np.zeros(self.n_nodes + 1, dtype=np.int64)
+        np.cumsum(self.node_gpus, out=self.node_first_gpu[1:])
+        self.n_gpus = int(self.node_first_gpu[-1])
+        self.gpu_node = np.repeat(np.arange(self.n_nodes, dtype=np.int32), self.node_gpus)
+        self.gpu_used = np.zeros(self.n_gpus, dtype=np.int32)
+        self.gpu_hp = np.zeros(self.n_gpus, dtype=np.int32)
+        # per-node counters: fully free GPUs, GPUs with any HP, GPUs with LP but no HP
+        self.node_free = self.node_gpus.copy()
+        self.node_hp_gpus = np.zeros(self.n_nodes, dtype=np.int32)
+        self.node_lp_gpus = np.zeros(self.n_nodes, dtype=np.int32)
+        self.gpu_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_gpus)]
+        self.node_jobs: list[set[int]] = [set() for _ in range(self.n_nodes)]
+        self.alloc: dict[int, tuple[JobClass, int, Placement]] = {}
+        bounds = np.searchsorted(self.node_pool, np.arange(len(self.pools) + 1))
+        self._pool_bounds = [(int(bounds[i]), int(bounds[i + 1])) for i in range(len(self.pools))]
+        self.pool_capacity = np.array([int(self.node_gpus[a:b].sum()) * MILLI for a, b in self._pool_bounds],
+                                      dtype=np.int64)
+        self.pool_used = np.zeros(len(self.pools), dtype=np.int64)
+        self.pool_hp = np.zeros(len(self.pools), dtype=np.int64)
+        self.pool_lp = np.zeros(len(self.pools), dtype=np.int64)
+        self._journal: list[tuple[str, int, tuple]] | None = None
+
+    # ---- construction helpers -------------------------------------------------------------
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[tuple[str, int, str]]) -> ClusterState:
+        """Build from (pool, gpus, name) triples in any order (stable-sorted by pool)."""
+        rows = list(nodes)
+        pools = sorted({r[0] for r in rows})
+        order = sorted(range(len(rows)), key=lambda i: (pools.index(rows[i][0]), i))
+        return cls(pools, [rows[i][0] for i in order], [rows[i][1] for i in order],
+                   [rows[i][2] for i in order])
+
+    def pool_slice(self, pool: str | int) -> tuple[int, int]:
+        p = self.pool_index[pool] if isinstance(pool, str) else pool
+        return self._pool_bounds[p]
+
+    def gpu_index(self, node: int, local: int) -> int:
+        return int(self.node_first_gpu[node]) + local
+
+    def capacity_gpus(self, pool: str) -> int:
+        return int(self.pool_capacity[self.pool_index[pool]] // MILLI)
+
+    # ---- mutation ---------------------------------------------------------------------------
+    def allocate(self, job: Job, placement: Placement) -> None:
+        """Place a whole gang; raises `AllocationError` without changing anything on failure."""
+        if job.id in self.alloc:
+            raise AllocationError(f"job {job.id} is already allocated")
+        if len(placement) != job.workers:
+            raise AllocationError(f"job {job.id}: {len(placement)} workers placed, gang needs {job.workers}")
+        per_gpu = milli_per_gpu(job.g)
+        k = gpus_per_worker(job.g)
+        pidx = self.pool_index.get(job.pool)
+        want: dict[int, int] = {}
+        for node, gpus in placement:
+            if not 0 <= node < self.n_nodes:
+                raise AllocationError(f"job {job.id}: unknown node {node}")
+            if pidx is None or self.node_pool[node] != pidx:
+                raise AllocationError(f"job {job.id}: node {node} is not in pool {job.pool}")
+            if len(gpus) != k or len(set(gpus)) != k:
+                raise AllocationError(f"job {job.id}: worker needs {k} distinct GPUs, got {gpus}")
+            for lg in gpus:
+                if not 0 <= lg < self.node_gpus[node]:
+                    raise AllocationError(f"job {job.id}: node {node} has no GPU {lg}")
+                gi = int(self.node_first_gpu[node]) + lg
+                want[gi] = want.get(gi, 0) + per_gpu
+        for gi, m in want.items():
+            if self.gpu_used[gi] + m > MILLI:
+                raise AllocationError(
+                    f"job {job.id}: GPU {gi} over-allocated ({int(self.gpu_used[gi])} + {m} > {MILLI})")
+        hp = job.cls is JobClass.HP
+        for gi, m in want.items():
+            self._add(gi, job.id, m, hp)
+        self.node_jobs_add(job.id, {node for node, _ in placement})
+        self.alloc[job.id] = (job.cls, job.g, tuple((int(n), tuple(int(x) for x in g)) for n, g in placement))
+        p = self.pool_index[job.pool]
+        self.pool_used[p] += job.demand
+        if hp:
+            self.pool_hp[p] += job.demand
+        else:
+            self.pool_lp[p] += job.demand
+        if self._journal is not None:
+            self._journal.append(("alloc", job.id, (job,)))
+
+    def node_jobs_add(self, job_id: int, nodes: set[int]) -> None:
+        for n in nodes:
+            self.node_jobs[n].add(job_id)
+
+    def release(self, job: Job) -> Placement:
+        """Free every GPU of a job; returns its placement."""
+        entry = self.alloc.pop(job.id, None)
+        if entry is None:
+            raise AllocationError(f"job {job.id} holds no GPUs")
+        cls_, g, placement = entry
+        per_gpu = milli_per_gpu(g)
+        hp = cls_ is JobClass.HP
+        for node, gpus in placement:
+            base = int(self.node_first_gpu[node])
+            for lg in gpus:
+                self._remove(base + lg, job.id, per_gpu, hp)
+            self.node_jobs[node].discard(job.id)
+        p = self.pool_index[job.pool]
+        self.pool_used[p] -= job.demand
+        if hp:
+            self.pool_hp[p] -= job.demand
+        else:
+            self.pool_lp[p] -= job.demand
+        if self._journal is not None:
+            self._journal.append(("release", job.id, (job, placement)))
+        return placement
+
+    def _add(self, gi: int, job_id: int, m: int, hp: bool) -> None:
+        node = self.gpu_node[gi]
+        before_used, before_hp = self.gpu_used[gi], self.gpu_hp[gi]
+        self.gpu_used[gi] = before_used + m
+        if hp:
+            self.gpu_hp[gi] = before_hp + m
+        jobs = self.gpu_jobs[gi]
+        jobs[job_id] = jobs.get(job_id, 0) + m
+        self._recount(node, before_used, before_hp, self.gpu_used[gi], self.gpu_hp[gi])
+
+    def _remove(self, gi: int, job_id: int, m: int, hp: bool) -> None:
+        node = self.gpu_node[gi]
+        before_used, before_hp = self.gpu_used[gi], self.gpu_hp[gi]
+        self.gpu_used[gi] = before_used - m
+        if hp:
+            self.gpu_hp[gi] = before_hp - m
+        jobs = self.gpu_jobs[gi]
+        left = jobs[job_id] - m
+        if left:
+            jobs[job_id] = left
+        else:
+            del jobs[job_id]
+        self._recount(node, before_used, before_hp, self.gpu_used[gi], self.gpu_hp[gi])
+
+    def _recount(self, node: int, u0: int, h0: int, u1: int, h1: int) -> None:
+        self.node_free[node] += int(u1 == 0) - int(u0 == 0)
+        self.node_hp_gpus[node] += int(h1 > 0) - int(h0 > 0)
+        self.node_lp_gpus[node] += int(u1 > 0 and h1 == 0) - int(u0 > 0 and h0 == 0)
+
+    # ---- tentative changes (policies plan on the live state, the engine rolls back) ---------
+    def begin(self) -> None:
+        """Start recording changes so that `rollback` can undo them."""
+        self._journal = []
+
+    def rollback(self) -> None:
+        journal, self._journal = self._journal or [], None
+        for op, _jid, args in reversed(journal):
+            if op == "alloc":
+                self.release(args[0])
+            else:
+                job, placement = args
+                self.allocate(job, placement)
+
+    def commit(self) -> None:
+        self._journal = None
+
+    # ---- queries ------------------------------------------------------------------------------
+    def gpus_of(self, job_id: int) -> list[int]:
+        _c, _g, placement = self.alloc[job_id]
+        return [int(self.node_first_gpu[n]) + lg for n, gpus in placement for lg in gpus]
+
+    def lp_jobs_on(self, node: int) -> list[int]:
+        return sorted(j for j in self.node_jobs[node] if self.alloc[j][0] is JobClass.LP)
+
+    def nonhp_gpus(self, node: int) -> int:
+        """GPUs of a node that hold no HP allocation (free or LP-only)."""
+        return int(self.node_gpus[node] - self.node_hp_gpus[node])
+
+    def copy(self) -> ClusterState:
+        """Independent deep copy (used by exact solvers and instance tools, not in hot loops)."""
+        new = ClusterState.__new__(ClusterState)
+        for name, value in self.__dict__.items():
+            if isinstance(value, np.ndarray):
+                setattr(new, name, value.copy())
+            else:
+                setattr(new, name, value)
+        new.gpu_jobs = [dict(d) for d in self.gpu_jobs]
+        new.node_jobs = [set(s) for s in self.node_jobs]
+        new.alloc = dict(self.alloc)
+        new._journal = None
+        return new
+
+    def check(self) -> list[str]:
+        """Recompute every counter from scratch; returns the list of inconsistencies found."""
+        problems: list[str] = []
+        used = np.zeros(self.n_gpus, dtype=np.int64)
+        hp = np.zeros(self.n_gpus, dtype=np.int64)
+        for jid, (cls_, g, placement) in self.alloc.items():
+            m = milli_per_gpu(g)
+            for node, gpus in placement:
+                for lg in gpus:
+                    gi = int(self.node_first_gpu[node]) + lg
+                    used[gi] += m
+                    if cls_ is JobClass.HP:
+                        hp[gi] += m
+            if len(placement) == 0:
+                problems.append(f"job {jid} has an empty placement")
+        if (used > MILLI).any():
+            problems.append(f"{int((used > MILLI).sum())} GPUs over-allocated")
+        if not np.array_equal(used, self.gpu_used) or not np.array_equal(hp, self.gpu_hp):
+            problems.append("per-GPU usage counters disagree with allocations")
+        free = np.add.reduceat((used == 0).astype(np.int32), self.node_first_gpu[:-1]) if self.n_gpus else []
+        if self.n_gpus and not np.array_equal(free, self.node_free):
+            problems.append("per-node free counters disagree with allocations")
+        return problems
+
+
+@dataclass(slots=True)
+class PoolForecast:
+    """HP GPU demand forecast for one pool: per future hour h (0 = current hour)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    samples: np.ndarray | None = None  # shape (S, H), GPUs
+
+    def __post_init__(self) -> None:
+        self.mean = np.asarray(self.mean, dtype=float)
+        self.std = np.asarray(self.std, dtype=float)
+        if self.mean.shape != self.std.shape or self.mean.ndim != 1:
+            raise ValueError("forecast mean and std must be 1-d arrays of equal length")
+        if self.samples is not None:
+            self.samples = np.asarray(self.samples, dtype=float)
+            if self.samples.ndim != 2 or self.samples.shape[1] != self.mean.shape[0]:
+                raise ValueError("forecast samples must have shape (S, H)")
+
+
+@dataclass(slots=True)
+class PoolStatus:
+    """Feedback state of one pool: η, window outcomes (recent and since the window start)."""
+
+    eta: float = 1.0
+    recent_failed: int = 0      # failed guarantee windows over the last H hours
+    recent_succeeded: int = 0
+    failed: int = 0             # since the evaluation window started (node cost F)
+    succeeded: int = 0          # (node cost S)
+    oldest_lp_wait: float = 0.0  # seconds the oldest pending LP job waited since (re)queue
+    has_hp_history: bool = True
+
+
+@dataclass(slots=True)
+class Params:
+    """Knobs shared by the policies (defaults follow GFS-SPEC)."""
+
+    rho: float = 0.9
+    horizon_h: int = 4
+    guarantee_classes: tuple[float, ...] = (1.0,)
+    quota_refresh_s: float = 300.0
+    eta_min: float = 0.1
+    eta_max: float = 2.0
+    eta_static: bool = False
+    eval_start: float = 0.0
+    eval_end: float = math.inf
+    restart_small_s: float = 40.0
+    restart_large_s: float = 60.0
+    hard_guarantee: bool = False
+    pool_aggregation: str = "independent"  # or "sum-quantiles"
+
+    @property
+    def eval_length(self) -> float:
+        return max(1.0, self.eval_end - self.eval_start) if math.isfinite(self.eval_end) else 1.0
+
+    def restart_overhead(self, job: Job) -> float:
+        return self.restart_small_s if job.demand <= 8 * MILLI else self.restart_large_s
+
+
+@dataclass
+class Round:
+    """One scheduling round: everything a policy may look at, and nothing else."""
+
+    time: float
+    state: ClusterState
+    jobs: dict[int, Job]                 # every job the round mentions, by id
+    running: dict[int, RunningJob]
+    pending_hp: list[int]                # job ids, queue order as kept by the engine
+    pending_lp: list[int]
+    queued_since: dict[int, float] = field(default_factory=dict)  # last (re)queue time
+    forecasts: dict[str, PoolForecast] = field(default_factory=dict)
+    pools: dict[str, PoolStatus] = field(default_factory=dict)
+    quotas: dict[tuple[str, float], int] = field(default_factory=dict)  # (pool, class h) → milli
+    node_evictions_1h: np.ndarray | None = None
+    node_evictions_1d: np.ndarray | None = None
+    params: Params = field(default_factory=Params)
+    quota_due: bool = False
+
+    def pool_status(self, pool: str) -> PoolStatus:
+        st = self.pools.get(pool)
+        if st is None:
+            st = self.pools[pool] = PoolStatus()
+        return st
+
+    def evictions_1h(self) -> np.ndarray:
+        if self.node_evictions_1h is None:
+            self.node_evictions_1h = np.zeros(self.state.n_nodes, dtype=np.int32)
+        return self.node_evictions_1h
+
+    def evictions_1d(self) -> np.ndarray:
+        if self.node_evictions_1d is None:
+            self.node_evictions_1d = np.zeros(self.state.n_nodes, dtype=np.int32)
+        return self.node_evictions_1d
+
+
+@dataclass(slots=True)
+class SolveReport:
+    """What every solve reports, exact or greedy."""
+
+    step: str                 # "quota", "preemption", "placement", …
+    method: str               # "greedy", "milp", "rule"
+    status: str               # "optimal", "feasible", "infeasible", "timeout", "error", "heuristic"
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    time_s: float = 0.0
+    solver: str = ""
+    fallback: bool = False
+    message: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass
+class Decision:
+    """What a policy wants changed: new placements, LP victims, refreshed quotas and η."""
+
+    placements: dict[int, Placement] = field(default_factory=dict)
+    victims: list[int] = field(default_factory=list)
+    quotas: dict[tuple[str, float], int] | None = None
+    eta: dict[str, float] | None = None
+    reports: list[SolveReport] = field(default_factory=list)
+    requeue: list[int] = field(default_factory=list)  # voluntary re-queues (e.g. Chronus leases)
+
+    def __iter__(self) -> Iterator[tuple[int, Placement]]:
+        return iter(self.placements.items())
