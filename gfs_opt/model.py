@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import pairwise
 
 import numpy as np
 
@@ -115,7 +116,7 @@ class ClusterState:
         if len(node_pool) != len(node_gpus):
             raise ValueError("node_pool and node_gpus must have the same length")
         pidx = [self.pool_index[p] for p in node_pool]
-        if any(b < a for a, b in zip(pidx, pidx[1:], strict=False)):
+        if any(b < a for a, b in pairwise(pidx)):
             raise ValueError("nodes must be grouped by pool in pool order")
         self.n_nodes = len(node_pool)
         self.node_pool = np.asarray(pidx, dtype=np.int32)
@@ -267,16 +268,29 @@ class ClusterState:
         """Start recording changes so that `rollback` can undo them."""
         self._journal = []
 
-    def rollback(self) -> None:
-        journal, self._journal = self._journal or [], None
-        for op, _jid, args in reversed(journal):
-            if op == "alloc":
-                self.release(args[0])
-            else:
-                job, placement = args
-                self.allocate(job, placement)
+    def mark(self) -> int:
+        """A point to roll back to (starts recording if it was not)."""
+        if self._journal is None:
+            self._journal = []
+        return len(self._journal)
+
+    def rollback(self, to: int = 0) -> None:
+        """Undo every recorded change after mark ``to``; recording goes on."""
+        journal = self._journal or []
+        tail = journal[to:]
+        self._journal = None
+        try:
+            for op, _jid, args in reversed(tail):
+                if op == "alloc":
+                    self.release(args[0])
+                else:
+                    job, placement = args
+                    self.allocate(job, placement)
+        finally:
+            self._journal = journal[:to]
 
     def commit(self) -> None:
+        """Stop recording; keep the changes."""
         self._journal = None
 
     # ---- queries ------------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+"""One interface for every scheduling policy (in the spirit of Gavel's policies).
+
+A policy turns a `Round` into a `Decision`. It may plan on ``round.state`` (the engine records the
+changes and rolls them back before applying the returned decision through its own checks), but it
+never reaches into the simulator. Hooks let it see HP usage history and the daily clock.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from gfs_opt.model import (
+    ClusterState,
+    Decision,
+    Job,
+    JobClass,
+    Params,
+    Placement,
+    Round,
+    RunningJob,
+    WorkerPlacement,
+)
+from gfs_opt.preempt.greedy import (
+    PreemptContext,
+    PreemptRule,
+    place_gang_preemptive,
+)
+from gfs_opt.preempt.scoring import place_gang, pool_can_fit
+from gfs_opt.quota.admission import quota_allows
+from gfs_opt.sim.queues import PendingQueue, as_queue
+
+WorkerFn = Callable[[ClusterState, Job], WorkerPlacement | None]
+
+
+class Policy(ABC):
+    """Base class: subclasses set ``name`` and implement `decide`."""
+
+    name: ClassVar[str] = "policy"
+    #: called at every event time (False: only on quota-refresh rounds, e.g. Chronus' 300 s rounds)
+    every_event: ClassVar[bool] = True
+
+    def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
+        """Called once before a simulation (or a standalone solve) starts."""
+        self.params = params
+
+    @abstractmethod
+    def decide(self, rnd: Round) -> Decision: ...
+
+    def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:  # noqa: B027
+        """Hourly maximum of HP GPUs in use per (pool, org) for the hour that ends at ``t``."""
+
+    def on_day(self, t: float) -> None:  # noqa: B027
+        """Midnight of simulated time (forecaster refits)."""
+
+    def options(self) -> dict[str, object]:
+        return {}
+
+
+@dataclass(slots=True)
+class PassStats:
+    hp_placed: int = 0
+    lp_placed: int = 0
+    victims: int = 0
+
+
+def pools_to_run(rnd: Round, queue_pools: list[str]) -> list[str]:
+    dirty = getattr(rnd, "dirty_pools", None)
+    pools = sorted(queue_pools)
+    return pools if dirty is None else [p for p in pools if p in dirty]
+
+
+def live_running(rnd: Round, protected: set[int] | None = None) -> dict[int, RunningJob]:
+    """Running LP jobs that may be evicted (everything not protected)."""
+    if not protected:
+        return rnd.running  # type: ignore[return-value]
+    return {j: r for j, r in rnd.running.items() if j not in protected}
+
+
+def _pool_groups(rnd: Round, queue: PendingQueue, pool: str, fifo: bool) -> list[Iterator[int]]:
+    """Candidates in policy order, in groups; in PTS order a group is one request size, and the
+    first failure ends its group (all later members have the same g, so fail_size skips them)."""
+    if fifo:
+        return [iter(sorted(queue.pool_ids(pool), key=lambda j: (rnd.jobs[j].submit, j)))]
+    return [ids for _g, ids in queue.buckets(pool)]
+
+
+def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
+            e_score: np.ndarray | None = None, use_history: bool = True,
+            worker_fn: WorkerFn | None = None, fifo: bool = False,
+            head_of_line: bool = False, evictable: Mapping[int, RunningJob] | None = None) -> None:
+    """HP pass on the live state. ``rule=None`` disables preemption.
+
+    Order is PTS's (−g, submit) unless ``fifo``; a job whose g is ≥ a size that already failed
+    in this pool is skipped (``fail_size``); ``head_of_line`` stops a pool at its first failure.
+    """
+    st = rnd.state
+    queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
+    running = dict(rnd.running if evictable is None else evictable)
+    for pool in pools_to_run(rnd, queue.pools()):
+        fail = 1 << 62
+        stop = False
+        for group in _pool_groups(rnd, queue, pool, fifo):
+            for jid in group:
+                job = rnd.jobs[jid]
+                if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
+                    continue
+                if job.g >= fail:
+                    if fifo:
+                        continue
+                    break
+                placement = None
+                victims: list[int] = []
+                if pool_can_fit(st, job):
+                    placement = place_gang(st, job, e_score, use_history, worker_fn)
+                if placement is None and rule is not None:
+                    ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(pool),
+                                         st.capacity_gpus(pool), rnd.params.eval_length,
+                                         rnd.params.restart_overhead)
+                    res = place_gang_preemptive(ctx, job, rule, e_score, use_history)
+                    if res is not None:
+                        placement, victims = res
+                if placement is None:
+                    stop = head_of_line
+                    fail = job.g
+                    if stop or not fifo:
+                        break
+                    continue
+                for v in victims:
+                    st.release(running.pop(v).job)
+                decision.victims.extend(victims)
+                st.allocate(job, placement)
+                decision.placements[jid] = placement
+            if stop:
+                break
+
+
+def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float], int] | None,
+            e_score: np.ndarray | None = None, use_history: bool = True,
+            worker_fn: WorkerFn | None = None, fifo: bool = False,
+            head_of_line: bool = False) -> None:
+    """LP pass: quota check, then non-preemptive placement of the whole gang or nothing."""
+    st = rnd.state
+    queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
+    for pool in pools_to_run(rnd, queue.pools()):
+        p = st.pool_index.get(pool)
+        if p is None:
+            continue
+        fail = 1 << 62
+        stop = False
+        for group in _pool_groups(rnd, queue, pool, fifo):
+            for jid in group:
+                job = rnd.jobs[jid]
+                if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
+                    continue
+                if job.g >= fail:
+                    if fifo:
+                        continue
+                    break
+                quota = quotas.get((pool, job.guarantee_h)) if quotas is not None else None
+                if not quota_allows(int(st.pool_lp[p]), job, quota):
+                    if head_of_line:
+                        stop = True
+                        break
+                    continue
+                placement = place_gang(st, job, e_score, use_history, worker_fn)
+                if placement is None:
+                    stop = head_of_line
+                    fail = job.g
+                    if stop or not fifo:
+                        break
+                    continue
+                st.allocate(job, placement)
+                decision.placements[jid] = placement
+            if stop:
+                break
+
+
+def placement_is_whole(placement: Placement) -> bool:
+    return all(len(g) >= 1 for _n, g in placement)

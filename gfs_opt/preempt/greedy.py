@@ -1,0 +1,331 @@
+"""Greedy preemptive placement of PTS (GFS-SPEC §2.3) and the baselines' variants.
+
+A victim rule decides, for one node (or one GPU for fractional requests), which LP jobs to evict
+so that an HP worker fits; a node-cost rule picks among candidate nodes. GFS uses the two-pointer
+victim pass and the eviction-history node cost; the baselines plug in their own rules.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from gfs_opt.model import (
+    MILLI,
+    ClusterState,
+    Decision,
+    Job,
+    JobClass,
+    Placement,
+    PoolStatus,
+    Round,
+    RunningJob,
+    SolveReport,
+    WorkerPlacement,
+    gpus_per_worker,
+)
+from gfs_opt.preempt.scoring import place_worker, pool_can_fit, probing
+
+
+@dataclass(frozen=True, slots=True)
+class VictimChoice:
+    node: int
+    gpus: tuple[int, ...]        # local GPU indices the worker will take
+    victims: tuple[int, ...]     # LP job ids to evict
+    cost: float                  # node cost (lower is better)
+
+
+@dataclass(slots=True)
+class PreemptContext:
+    """What victim and node-cost rules may look at."""
+
+    state: ClusterState
+    running: Mapping[int, RunningJob]
+    t: float
+    pool_status: PoolStatus
+    capacity_gpus: float
+    horizon_s: float             # T of the node cost: evaluation window length
+    restart_overhead: Callable[[Job], float]
+
+    def cost(self, jid: int) -> float:
+        """c_j = g·w·(t − last checkpoint), GPU-seconds of work an eviction throws away."""
+        return self.running[jid].wasted_work(self.t)
+
+
+VictimOrder = Callable[[PreemptContext, list[int]], list[int]]
+NodeCost = Callable[[PreemptContext, list[int]], float]
+
+
+# ---- victim orders: the order in which LP jobs are considered for sparing ------------------
+def two_pointer(ctx: PreemptContext, jobs: list[int]) -> list[int]:
+    """Alternate most- and least-costly: costly jobs get the first chance to be spared."""
+    order = sorted(jobs, key=lambda j: (ctx.cost(j), j))
+    out: list[int] = []
+    lo, hi, top = 0, len(order) - 1, True
+    while lo <= hi:
+        if top:
+            out.append(order[hi])
+            hi -= 1
+        else:
+            out.append(order[lo])
+            lo += 1
+        top = not top
+    return out
+
+
+def naive_order(ctx: PreemptContext, jobs: list[int]) -> list[int]:
+    """Ablation: no cost awareness, by job id."""
+    return sorted(jobs, reverse=True)
+
+
+def newest_first_order(ctx: PreemptContext, jobs: list[int]) -> list[int]:
+    """YARN-style: oldest containers are spared first, the newest are preempted."""
+    return sorted(jobs, key=lambda j: (ctx.running[j].start, j))
+
+
+def lyra_order(ctx: PreemptContext, jobs: list[int]) -> list[int]:
+    """Lyra: prefer breaking few, small jobs → spare the jobs with the lowest 1/(w·max(g,1))."""
+    def key(j: int) -> tuple[float, int]:
+        job = ctx.running[j].job
+        return (1.0 / (job.workers * max(job.g / MILLI, 1.0)), j)
+    return sorted(jobs, key=key)
+
+
+# ---- node costs -------------------------------------------------------------------------
+def gfs_node_cost(ctx: PreemptContext, victims: list[int]) -> float:
+    """(F + r)/(F + S + r) + 5·Σ c_j/(C_p·T); 0/0 = 0."""
+    f, s, r = ctx.pool_status.failed, ctx.pool_status.succeeded, len(victims)
+    ratio = (f + r) / (f + s + r) if f + s + r else 0.0
+    waste = sum(ctx.cost(j) for j in victims)
+    return ratio + 5.0 * waste / max(ctx.capacity_gpus * ctx.horizon_s, 1e-9)
+
+
+def count_node_cost(ctx: PreemptContext, victims: list[int]) -> float:
+    return float(len(victims))
+
+
+def lyra_node_cost(ctx: PreemptContext, victims: list[int]) -> float:
+    total = 0.0
+    for j in victims:
+        job = ctx.running[j].job
+        total += 1.0 / (job.workers * max(job.g / MILLI, 1.0))
+    return total
+
+
+VICTIM_ORDERS: dict[str, VictimOrder] = {
+    "two-pointer": two_pointer, "naive": naive_order, "newest": newest_first_order,
+    "lyra": lyra_order,
+}
+NODE_COSTS: dict[str, NodeCost] = {
+    "gfs": gfs_node_cost, "count": count_node_cost, "lyra": lyra_node_cost,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptRule:
+    victim_order: str = "two-pointer"
+    node_cost: str = "gfs"
+    first_candidate_only: bool = False  # naive ablation: take the first candidate node
+
+
+# ---- per-node victim selection -----------------------------------------------------------
+def _node_jobs_by_gpu(state: ClusterState, node: int) -> tuple[int, list[dict[int, int]]]:
+    a, b = int(state.node_first_gpu[node]), int(state.node_first_gpu[node + 1])
+    return a, state.gpu_jobs[a:b]
+
+
+def choose_on_node(ctx: PreemptContext, node: int, k: int, order: VictimOrder,
+                   node_cost: NodeCost) -> VictimChoice | None:
+    """Victims on one node so that ``k`` whole GPUs become free, or None."""
+    st = ctx.state
+    a, per_gpu = _node_jobs_by_gpu(st, node)
+    hp = st.gpu_hp[a:a + len(per_gpu)]
+    # LP jobs outside ctx.running are protected (e.g. inside a lease or a hard guarantee window)
+    avail = {i for i in range(len(per_gpu))
+             if hp[i] == 0 and all(j in ctx.running for j in per_gpu[i])}
+    if len(avail) < k:
+        return None
+    lp_gpus: dict[int, set[int]] = {}
+    for i in avail:
+        for jid in per_gpu[i]:
+            lp_gpus.setdefault(jid, set()).add(i)
+    victims: list[int] = []
+    for jid in order(ctx, list(lp_gpus)):
+        if len(avail - lp_gpus[jid]) >= k:
+            avail -= lp_gpus[jid]       # spared: its GPUs are off limits
+        else:
+            victims.append(jid)
+    # Take free GPUs first, then the GPUs of the cheapest victims, until k are covered.
+    free = sorted(i for i in avail if not per_gpu[i])
+    chosen: list[int] = free[:k]
+    used_victims: list[int] = []
+    if len(chosen) < k:
+        for jid in sorted(victims, key=lambda j: (ctx.cost(j), j)):
+            used_victims.append(jid)
+            freed = sorted(i for i in lp_gpus[jid] if i in avail and i not in chosen
+                           and set(per_gpu[i]) <= set(used_victims))
+            chosen.extend(freed)
+            if len(chosen) >= k:
+                break
+    if len(chosen) < k:
+        return None
+    gpus = tuple(sorted(chosen[:k]))
+    needed = sorted({j for i in gpus for j in per_gpu[i]})
+    return VictimChoice(node, gpus, tuple(needed), node_cost(ctx, needed))
+
+
+def choose_on_gpu(ctx: PreemptContext, gi: int, g: int, order: VictimOrder,
+                  node_cost: NodeCost) -> VictimChoice | None:
+    """Victims on one GPU so that a fractional HP worker of ``g`` milli fits, or None."""
+    st = ctx.state
+    jobs = {j: m for j, m in st.gpu_jobs[gi].items()
+            if st.alloc[j][0] is JobClass.LP and j in ctx.running}
+    room = MILLI - int(st.gpu_used[gi])
+    victims: list[int] = []
+    freeable = sum(jobs.values())
+    for jid in order(ctx, list(jobs)):
+        if room + freeable - jobs[jid] >= g:
+            freeable -= jobs[jid]       # spared
+        else:
+            victims.append(jid)
+    if room + sum(jobs[j] for j in victims) < g:
+        return None
+    needed: list[int] = []
+    for jid in sorted(victims, key=lambda j: (ctx.cost(j), j)):
+        if room >= g:
+            break
+        needed.append(jid)
+        room += jobs[jid]
+    node = int(st.gpu_node[gi])
+    return VictimChoice(node, (gi - int(st.node_first_gpu[node]),), tuple(sorted(needed)),
+                        node_cost(ctx, needed))
+
+
+def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule) -> VictimChoice | None:
+    """Best node (and victims) for one HP worker, by the rule's node cost."""
+    st = ctx.state
+    order, cost = VICTIM_ORDERS[rule.victim_order], NODE_COSTS[rule.node_cost]
+    pool = st.pool_index[job.pool]
+    lo, hi = st.pool_slice(pool)
+    best: VictimChoice | None = None
+    if job.g < MILLI:
+        a, b = int(st.node_first_gpu[lo]), int(st.node_first_gpu[hi])
+        hp_room = MILLI - st.gpu_hp[a:b]
+        ok = hp_room >= job.g
+        if not ok.any():
+            return None
+        least = hp_room[ok].min()
+        cands = a + np.flatnonzero(ok & (hp_room == least))
+        for gi in cands:
+            ch = choose_on_gpu(ctx, int(gi), job.g, order, cost)
+            if ch is not None and (best is None or ch.cost < best.cost):
+                best = ch
+                if rule.first_candidate_only:
+                    break
+        return best
+    k = gpus_per_worker(job.g)
+    nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
+    ok = nonhp >= k
+    if not ok.any():
+        return None
+    least = nonhp[ok].min()
+    for n in lo + np.flatnonzero(ok & (nonhp == least)):
+        ch = choose_on_node(ctx, int(n), k, order, cost)
+        if ch is not None and (best is None or ch.cost < best.cost):
+            best = ch
+            if rule.first_candidate_only:
+                break
+    return best
+
+
+def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
+                          e_score: np.ndarray | None, use_history: bool = True,
+                          ) -> tuple[Placement, list[int]] | None:
+    """All workers of an HP gang, evicting LP where needed; all or nothing.
+
+    Each worker first tries a free spot, then the rule's preemptive choice. Victims are released
+    tentatively so later workers see the freed GPUs; everything is undone before returning.
+    """
+    st = ctx.state
+    p = st.pool_index[job.pool]
+    if int(st.pool_capacity[p] - st.pool_hp[p]) < job.demand:
+        return None
+    placed: list[WorkerPlacement] = []
+    victims: list[int] = []
+    with probing(st) as probe:
+        for _ in range(job.workers):
+            wp = place_worker(st, job, e_score, use_history)
+            if wp is None:
+                ch = preemptive_worker(ctx, job, rule)
+                if ch is None:
+                    return None
+                for jid in ch.victims:
+                    probe.evict(ctx.running[jid].job)
+                victims.extend(ch.victims)
+                wp = (ch.node, ch.gpus)
+            probe.hold(job, wp)
+            placed.append(wp)
+    return tuple(placed), victims
+
+
+# ---- the HP pass on a Round (what the preemption MILP is compared with) ------------------
+def hp_order(rnd: Round) -> list[int]:
+    """Pending HP in PTS order: (−g, submit, id)."""
+    return sorted(rnd.pending_hp, key=lambda j: (-rnd.jobs[j].g, rnd.jobs[j].submit, j))
+
+
+def hp_pass(rnd: Round, rule: PreemptRule | None = None, e_score: np.ndarray | None = None,
+            use_history: bool = True, preempt: bool = True) -> Decision:
+    """PTS HP pass on a standalone Round (instance files, exact-vs-greedy comparisons).
+
+    Works on a copy of the round's state, so the round itself is left untouched.
+    """
+    t0 = time.perf_counter()
+    rule = rule or PreemptRule()
+    st = rnd.state.copy()
+    running = dict(rnd.running)
+    decision = Decision()
+    fail_size: dict[str, int] = {}
+    for jid in hp_order(rnd):
+        job = rnd.jobs[jid]
+        if job.g >= fail_size.get(job.pool, 1 << 30):
+            continue
+        res = schedule_hp_job(st, running, rnd, job, rule, e_score, use_history, preempt)
+        if res is None:
+            fail_size[job.pool] = job.g
+            continue
+        placement, victims = res
+        decision.placements[jid] = placement
+        decision.victims.extend(victims)
+    decision.reports.append(SolveReport(step="preemption", method="greedy", status="heuristic",
+                                        time_s=time.perf_counter() - t0, solver="pts-greedy"))
+    return decision
+
+
+def schedule_hp_job(st: ClusterState, running: dict[int, RunningJob], rnd: Round, job: Job,
+                    rule: PreemptRule, e_score: np.ndarray | None, use_history: bool,
+                    preempt: bool) -> tuple[Placement, list[int]] | None:
+    """Non-preemptive, else preemptive placement of one HP gang, applied to ``st``."""
+    from gfs_opt.preempt.scoring import place_gang
+
+    if job.pool not in st.pool_index:
+        return None
+    placement = place_gang(st, job, e_score, use_history) if pool_can_fit(st, job) else None
+    victims: list[int] = []
+    if placement is None and preempt:
+        ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(job.pool),
+                             st.capacity_gpus(job.pool), rnd.params.eval_length,
+                             rnd.params.restart_overhead)
+        res = place_gang_preemptive(ctx, job, rule, e_score, use_history)
+        if res is None:
+            return None
+        placement, victims = res
+    if placement is None:
+        return None
+    for v in victims:
+        st.release(running.pop(v).job)
+    st.allocate(job, placement)
+    return placement, victims

@@ -1,0 +1,156 @@
+"""Node scores of PTS (GFS-SPEC §2.3): eviction-history score and non-preemptive placement.
+
+All scoring is vectorised over one pool's contiguous node/GPU slice of `ClusterState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from gfs_opt.model import (
+    MILLI,
+    ClusterState,
+    Job,
+    JobClass,
+    Placement,
+    WorkerPlacement,
+    gpus_per_worker,
+)
+
+# Composite key = base score · KEY_SCALE + tie-break; E(n) ≤ 9,900 so ties never leak upward.
+KEY_SCALE = 20_000.0
+E_MAX = 10_000.0
+
+
+def eviction_scores(c_1h: np.ndarray, c_1d: np.ndarray) -> np.ndarray:
+    """E(n) = 10000·max(0, 1 − 0.01·2^(0.8·c_1h + 0.2·c_1d)); higher = calmer node."""
+    expo = np.minimum(0.8 * c_1h.astype(float) + 0.2 * c_1d.astype(float), 60.0)
+    return E_MAX * np.maximum(0.0, 1.0 - 0.01 * np.exp2(expo))
+
+
+def default_eviction_scores(n_nodes: int) -> np.ndarray:
+    return eviction_scores(np.zeros(n_nodes), np.zeros(n_nodes))
+
+
+def best_node_whole(state: ClusterState, pool: int, k: int, cls: JobClass,
+                    e_score: np.ndarray | None, use_history: bool = True) -> int:
+    """Node (global index) for one worker needing ``k`` whole GPUs, or −1.
+
+    Lowest ``100·(free+1) − same_class`` wins (best fit, then co-location with the own class);
+    ties: LP prefers calm nodes (high E), HP prefers troubled ones (low E), then lowest index.
+    """
+    lo, hi = state.pool_slice(pool)
+    free = state.node_free[lo:hi]
+    ok = free >= k
+    if not ok.any():
+        return -1
+    same = state.node_hp_gpus[lo:hi] if cls is JobClass.HP else state.node_lp_gpus[lo:hi]
+    key = (100.0 * (free + 1) - same) * KEY_SCALE
+    if use_history and e_score is not None:
+        e = e_score[lo:hi]
+        key = key + (e if cls is JobClass.HP else E_MAX - e)
+    key = np.where(ok, key, np.inf)
+    return lo + int(np.argmin(key))
+
+
+def best_gpu_fraction(state: ClusterState, pool: int, g: int) -> int:
+    """Partly used GPU (global index) with the smallest residual that still fits ``g``, or −1."""
+    lo, hi = state.pool_slice(pool)
+    a, b = int(state.node_first_gpu[lo]), int(state.node_first_gpu[hi])
+    used = state.gpu_used[a:b]
+    residual = MILLI - used - g
+    ok = (used > 0) & (residual >= 0)
+    if not ok.any():
+        return -1
+    return a + int(np.argmin(np.where(ok, residual, MILLI + 1)))
+
+
+def free_gpus_on(state: ClusterState, node: int, k: int) -> tuple[int, ...]:
+    """The first ``k`` fully free local GPU indices of a node."""
+    a, b = int(state.node_first_gpu[node]), int(state.node_first_gpu[node + 1])
+    idx = np.flatnonzero(state.gpu_used[a:b] == 0)
+    return tuple(int(x) for x in idx[:k])
+
+
+def place_worker(state: ClusterState, job: Job, e_score: np.ndarray | None,
+                 use_history: bool = True) -> tuple[int, tuple[int, ...]] | None:
+    """Non-preemptive placement of one worker (not yet allocated)."""
+    pool = state.pool_index[job.pool]
+    if job.g < MILLI:
+        gi = best_gpu_fraction(state, pool, job.g)
+        if gi >= 0:
+            node = int(state.gpu_node[gi])
+            return node, (gi - int(state.node_first_gpu[node]),)
+        node = best_node_whole(state, pool, 1, job.cls, e_score, use_history)
+        if node < 0:
+            return None
+        return node, free_gpus_on(state, node, 1)
+    k = gpus_per_worker(job.g)
+    node = best_node_whole(state, pool, k, job.cls, e_score, use_history)
+    if node < 0:
+        return None
+    return node, free_gpus_on(state, node, k)
+
+
+def pool_can_fit(state: ClusterState, job: Job) -> bool:
+    """Cheap necessary condition before trying a gang: enough free milli in the pool."""
+    p = state.pool_index.get(job.pool)
+    if p is None:
+        return False
+    return int(state.pool_capacity[p] - state.pool_used[p]) >= job.demand
+
+
+def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
+               use_history: bool = True,
+               worker_fn: Callable[[ClusterState, Job], WorkerPlacement | None] | None = None,
+               ) -> Placement | None:
+    """Place all workers or none, without preemption.
+
+    Workers are held one by one under probe ids on the live state (so each worker sees the
+    previous ones) and freed again before returning; the caller allocates the placement.
+    """
+    if not pool_can_fit(state, job):
+        return None
+    fn = worker_fn or (lambda s, j: place_worker(s, j, e_score, use_history))
+    with probing(state) as probe:
+        placed: list[WorkerPlacement] = []
+        for _ in range(job.workers):
+            wp = fn(state, job)
+            if wp is None:
+                return None
+            probe.hold(job, wp)
+            placed.append(wp)
+    return tuple(placed)
+
+
+class Probe:
+    """Tentative changes on the live state, undone when the `probing` block ends."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.n_held = 0
+
+    def hold(self, job: Job, wp: WorkerPlacement) -> None:
+        """Occupy one worker's GPUs under a synthetic (negative) id."""
+        self.n_held += 1
+        tmp = Job(-(abs(job.id) * 4096 + self.n_held), job.org, job.pool, job.cls, job.g, 1,
+                  job.submit, job.duration)
+        self.state.allocate(tmp, (wp,))
+
+    def evict(self, job: Job) -> None:
+        self.state.release(job)
+
+
+@contextmanager
+def probing(state: ClusterState) -> Iterator[Probe]:
+    recording = state._journal is not None
+    mark = state.mark()
+    try:
+        yield Probe(state)
+    finally:
+        state.rollback(mark)
+        if not recording:
+            state.commit()

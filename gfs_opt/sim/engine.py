@@ -1,0 +1,411 @@
+"""Event-driven simulator (GFS-SPEC §4).
+
+Events: arrivals, completions, guarantee-window ends, quota refresh (300 s), hourly usage
+history, daily refit, 60 s sampling inside the evaluation window. At one instant the order is:
+window successes and completions → arrivals → quota refresh → policy (HP pass, LP pass) →
+sampling. A policy pass runs only when something that could change its answer happened
+(an arrival or release in a pool, a quota refresh), and only for the pools concerned.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gfs_opt.errors import GfsError
+from gfs_opt.model import (
+    MILLI,
+    AllocationError,
+    Decision,
+    Job,
+    JobClass,
+    Params,
+    Placement,
+    PoolStatus,
+    Round,
+    RunningJob,
+)
+from gfs_opt.policies.base import Policy
+from gfs_opt.sim.queues import PendingQueue
+from gfs_opt.sim.recorder import Recorder
+from gfs_opt.traces.base import Trace
+
+DAY = 86_400.0
+HOUR = 3_600.0
+
+# event kinds, in the order they are handled at one instant
+_WINDOW, _COMPLETE = 0, 1
+
+
+class InvalidDecision(GfsError):
+    """A policy asked for something the engine must refuse (HP eviction, over-allocation…)."""
+
+
+@dataclass(slots=True)
+class JobRun:
+    """Engine-side life of one job."""
+
+    job: Job
+    status: str = "future"          # future → pending → running → … → done
+    queued_since: float = 0.0
+    queue_time: float = 0.0
+    first_start: float = math.nan
+    end: float = math.nan
+    run_start: float = 0.0
+    overhead: float = 0.0           # restart overhead of the current run
+    saved_base: float = 0.0         # progress checkpointed before the current run started
+    saved: float = 0.0              # progress at the last checkpoint
+    ckpt_time: float = 0.0
+    window_start: float = 0.0
+    run_id: int = 0
+    evictions: int = 0
+    requeues: int = 0
+    windows_ok: int = 0
+    windows_failed: int = 0
+    lost_gpu_s: float = 0.0
+    held_gpu_s: float = 0.0
+    in_eval: bool = False
+
+    def progress(self, t: float) -> float:
+        return self.saved_base + max(0.0, t - self.run_start - self.overhead)
+
+
+@dataclass
+class SimConfig:
+    eval_start: float = 0.0
+    eval_end: float = math.inf
+    drain_s: float = 3 * DAY            # keep running after the window so its jobs can finish
+    sample_s: float = 60.0
+    check_invariants: bool = False
+    progress: bool = False
+    requeue_cost_s: float = 120.0       # restart cost of a voluntary re-queue (Chronus leases)
+    max_events: int | None = None
+
+
+@dataclass
+class SimResult:
+    recorder: Recorder
+    wall_s: float
+    events: int
+    passes: int
+    policy: str
+    options: dict = field(default_factory=dict)
+
+
+class Simulator:
+    """Replays a trace through one policy."""
+
+    def __init__(self, trace: Trace, policy: Policy, params: Params | None = None,
+                 config: SimConfig | None = None) -> None:
+        self.trace = trace
+        self.policy = policy
+        self.params = params or Params()
+        self.cfg = config or SimConfig()
+        self.params.eval_start = self.cfg.eval_start
+        self.params.eval_end = self.cfg.eval_end
+        self.state = trace.cluster_state()
+        jobs = trace.iter_jobs()
+        unknown = sorted({j.pool for j in jobs} - set(self.state.pools))
+        if unknown:
+            raise GfsError(f"jobs ask for pools with no nodes: {unknown}")
+        self.jobs: dict[int, Job] = {j.id: j for j in jobs}
+        self.runs: dict[int, JobRun] = {j.id: JobRun(j) for j in jobs}
+        for r in self.runs.values():
+            r.in_eval = self.cfg.eval_start <= r.job.submit < self.cfg.eval_end
+        self.arrivals = [j.id for j in jobs]     # already in submit order
+        self.next_arrival = 0
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+        self.running: dict[int, RunningJob] = {}
+        self.hp_q = PendingQueue(JobClass.HP)
+        self.lp_q = PendingQueue(JobClass.LP)
+        self.pool_status = {p: PoolStatus() for p in self.state.pools}
+        self.recent: dict[str, deque[tuple[float, bool]]] = {p: deque() for p in self.state.pools}
+        self.node_evictions: deque[tuple[float, tuple[int, ...]]] = deque()
+        self.quotas: dict[tuple[str, float], int] = {}
+        self.hp_usage: dict[tuple[str, str], int] = {}
+        self.hour_max: dict[tuple[str, str], int] = {}
+        self.dirty: set[str] = set(self.state.pools)
+        self.recorder = Recorder(self.state, self.params, self.cfg.eval_start, self.cfg.eval_end,
+                                 self.cfg.sample_s)
+        self.round = Round(time=0.0, state=self.state, jobs=self.jobs, running=self.running,
+                           pending_hp=self.hp_q, pending_lp=self.lp_q,  # type: ignore[arg-type]
+                           pools=self.pool_status, quotas=self.quotas, params=self.params)
+        self.events = 0
+        self.passes = 0
+        self.idle_refreshes = 0
+        self.policy.reset(self.state, self.params, trace.origin)
+
+    # ---- event plumbing -------------------------------------------------------------------
+    def _push(self, t: float, kind: int, jid: int, run_id: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, jid, run_id))
+
+    # ---- job transitions ------------------------------------------------------------------
+    def _enqueue(self, r: JobRun, t: float) -> None:
+        r.status = "pending"
+        r.queued_since = t
+        (self.hp_q if r.job.is_hp else self.lp_q).add(r.job)
+        self.dirty.add(r.job.pool)
+
+    def _start(self, r: JobRun, t: float, placement: Placement) -> None:
+        job = r.job
+        (self.hp_q if job.is_hp else self.lp_q).remove(job.id)
+        self.state.allocate(job, placement)
+        r.status = "running"
+        r.queue_time += t - r.queued_since
+        if math.isnan(r.first_start):
+            r.first_start = t
+        r.run_start = t
+        r.ckpt_time = t
+        r.window_start = t
+        r.saved_base = r.saved
+        r.run_id += 1
+        self.running[job.id] = RunningJob(job, t, t, t, placement, r.evictions)
+        if job.is_hp:
+            self._hp_change(job, +job.demand)
+            self._push(t + job.duration, _COMPLETE, job.id, r.run_id)
+        else:
+            self._push(t + r.overhead + (job.duration - r.saved_base), _COMPLETE, job.id, r.run_id)
+            self._push_window(r)
+
+    def _push_window(self, r: JobRun) -> None:
+        end = r.window_start + r.job.guarantee_s
+        done = r.run_start + r.overhead + (r.job.duration - r.saved_base)
+        if end < done:
+            self._push(end, _WINDOW, r.job.id, r.run_id)
+
+    def _release(self, r: JobRun, t: float) -> Placement:
+        job = r.job
+        placement = self.state.release(job)
+        del self.running[job.id]
+        r.held_gpu_s += job.demand / MILLI * (t - r.run_start)
+        if job.is_hp:
+            self._hp_change(job, -job.demand)
+        self.dirty.add(job.pool)
+        return placement
+
+    def _hp_change(self, job: Job, delta: int) -> None:
+        key = (job.pool, job.org)
+        v = self.hp_usage.get(key, 0) + delta
+        self.hp_usage[key] = v
+        if v > self.hour_max.get(key, 0):
+            self.hour_max[key] = v
+
+    def _window_outcome(self, r: JobRun, t: float, ok: bool) -> None:
+        pool = r.job.pool
+        if ok:
+            r.windows_ok += 1
+        else:
+            r.windows_failed += 1
+        self.recent[pool].append((t, ok))
+        st = self.pool_status[pool]
+        if ok:
+            st.succeeded += 1
+        else:
+            st.failed += 1
+        if r.in_eval:
+            self.recorder.window(t, pool, ok)
+
+    def _complete(self, r: JobRun, t: float) -> None:
+        if not r.job.is_hp:
+            self._window_outcome(r, t, True)
+        self._release(r, t)
+        r.status = "done"
+        r.end = t
+
+    def _window_end(self, r: JobRun, t: float) -> None:
+        self._window_outcome(r, t, True)
+        r.saved = r.progress(t)
+        r.ckpt_time = t
+        r.window_start = t
+        rj = self.running[r.job.id]
+        rj.last_ckpt = t
+        rj.window_start = t
+        self._push_window(r)
+
+    def _evict(self, r: JobRun, t: float, voluntary: bool) -> None:
+        job = r.job
+        if job.is_hp:
+            raise InvalidDecision(f"policy tried to evict HP job {job.id}")
+        in_window = t - r.window_start < job.guarantee_s
+        if voluntary:
+            r.saved = r.progress(t)     # a lease ends with a checkpoint
+            r.overhead = self.cfg.requeue_cost_s
+            r.requeues += 1
+        else:
+            lost = t - r.ckpt_time
+            r.lost_gpu_s += job.demand / MILLI * lost
+            r.overhead = self.params.restart_overhead(job)
+            r.evictions += 1
+        if in_window or not voluntary:
+            self._window_outcome(r, t, False)
+        placement = self._release(r, t)
+        self.node_evictions.append((t, tuple({n for n, _g in placement})))
+        r.run_id += 1
+        self._enqueue(r, t)
+
+    # ---- policy round -----------------------------------------------------------------------
+    def _refresh_inputs(self, t: float) -> None:
+        """Feedback the quota step needs: recent window outcomes, waits, node eviction counts."""
+        horizon = self.params.horizon_h * HOUR
+        oldest: dict[str, float] = {}
+        for jid in self.lp_q:
+            r = self.runs[jid]
+            w = t - r.queued_since
+            if w > oldest.get(r.job.pool, 0.0):
+                oldest[r.job.pool] = w
+        for pool, dq in self.recent.items():
+            while dq and dq[0][0] < t - horizon:
+                dq.popleft()
+            st = self.pool_status[pool]
+            st.recent_succeeded = sum(1 for _t, ok in dq if ok)
+            st.recent_failed = len(dq) - st.recent_succeeded
+            st.oldest_lp_wait = oldest.get(pool, 0.0)
+        while self.node_evictions and self.node_evictions[0][0] < t - DAY:
+            self.node_evictions.popleft()
+        c1h = np.zeros(self.state.n_nodes, dtype=np.int32)
+        c1d = np.zeros(self.state.n_nodes, dtype=np.int32)
+        for te, nodes in self.node_evictions:
+            for n in nodes:
+                c1d[n] += 1
+                if te >= t - HOUR:
+                    c1h[n] += 1
+        self.round.node_evictions_1h, self.round.node_evictions_1d = c1h, c1d
+
+    def _policy_pass(self, t: float, quota_due: bool) -> None:
+        rnd = self.round
+        rnd.time = t
+        rnd.quota_due = quota_due
+        rnd.dirty_pools = None if quota_due else set(self.dirty)  # type: ignore[attr-defined]
+        self.state.begin()
+        try:
+            decision = self.policy.decide(rnd)
+        finally:
+            self.state.rollback()
+            self.state.commit()
+        self.passes += 1
+        self._apply(decision, t)
+        self.dirty.clear()
+
+    def _apply(self, d: Decision, t: float) -> None:
+        if d.eta:
+            for pool, eta in d.eta.items():
+                self.pool_status[pool].eta = eta
+        if d.quotas is not None:
+            self.quotas.clear()
+            self.quotas.update(d.quotas)
+            self.recorder.quota(t, self.quotas)
+        for reports in d.reports:
+            self.recorder.report(t, reports)
+        for jid in d.victims:
+            r = self.runs.get(jid)
+            if r is None or r.status != "running":
+                raise InvalidDecision(f"victim {jid} is not running")
+            self._evict(r, t, voluntary=False)
+        for jid in d.requeue:
+            r = self.runs.get(jid)
+            if r is None or r.status != "running":
+                raise InvalidDecision(f"re-queued job {jid} is not running")
+            self._evict(r, t, voluntary=True)
+        for jid, placement in d.placements.items():
+            r = self.runs.get(jid)
+            if r is None or r.status != "pending":
+                raise InvalidDecision(f"placed job {jid} is not pending")
+            try:
+                self._start(r, t, placement)
+            except AllocationError as exc:
+                raise InvalidDecision(f"invalid placement: {exc}") from None
+        if self.cfg.check_invariants:
+            self.check_invariants(t)
+
+    def check_invariants(self, t: float) -> None:
+        problems = self.state.check()
+        if set(self.state.alloc) != set(self.running):
+            problems.append("running set and allocations disagree")
+        for jid, (cls_, g, placement) in self.state.alloc.items():
+            if len(placement) != self.jobs[jid].workers:
+                problems.append(f"job {jid} runs with a partial gang")
+        if problems:
+            raise InvalidDecision(f"invariant broken at t={t:.0f}: {'; '.join(problems)}")
+
+    # ---- main loop ------------------------------------------------------------------------
+    def run(self, progress: Callable[[float, int], None] | None = None) -> SimResult:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        last_submit = self.jobs[self.arrivals[-1]].submit if self.arrivals else 0.0
+        end = (cfg.eval_end if math.isfinite(cfg.eval_end) else last_submit) + cfg.drain_s
+        quota_s = self.params.quota_refresh_s
+        t_first = self.jobs[self.arrivals[0]].submit if self.arrivals else 0.0
+        next_refresh = math.floor(t_first / quota_s) * quota_s
+        next_hour = (math.floor(t_first / HOUR) + 1) * HOUR
+        next_day = math.floor(t_first / DAY) * DAY
+        next_sample = cfg.eval_start if math.isfinite(cfg.eval_start) else math.inf
+        every_event = self.policy.every_event
+        t = t_first
+        while True:
+            cand = [next_refresh, next_hour, next_day]
+            if self.heap:
+                cand.append(self.heap[0][0])
+            if self.next_arrival < len(self.arrivals):
+                cand.append(self.jobs[self.arrivals[self.next_arrival]].submit)
+            if next_sample < cfg.eval_end:
+                cand.append(next_sample)
+            t = min(cand)
+            if t >= end or self._stuck():
+                break
+            self.events += 1
+            if cfg.max_events is not None and self.events > cfg.max_events:
+                break
+            # hour boundary: usage history for the forecaster; midnight: refit
+            if t == next_hour:
+                self.policy.observe_hour(t, {k: v / MILLI for k, v in self.hour_max.items()})
+                self.hour_max = {k: v for k, v in self.hp_usage.items() if v > 0}
+                next_hour += HOUR
+            if t == next_day:
+                self.policy.on_day(t)
+                next_day += DAY
+            # completions and window ends at t
+            while self.heap and self.heap[0][0] <= t:
+                _te, kind, _s, jid, run_id = heapq.heappop(self.heap)
+                r = self.runs[jid]
+                if r.run_id != run_id or r.status != "running":
+                    continue
+                if kind == _COMPLETE:
+                    self._complete(r, t)
+                else:
+                    self._window_end(r, t)
+            # arrivals at t
+            while (self.next_arrival < len(self.arrivals)
+                   and self.jobs[self.arrivals[self.next_arrival]].submit <= t):
+                r = self.runs[self.arrivals[self.next_arrival]]
+                self.next_arrival += 1
+                self._enqueue(r, t)
+            quota_due = t == next_refresh
+            if quota_due:
+                self._refresh_inputs(t)
+                next_refresh += quota_s
+            if quota_due or (every_event and self.dirty):
+                n_running = len(self.running)
+                self._policy_pass(t, quota_due)
+                self.idle_refreshes = self.idle_refreshes + 1 if len(self.running) == n_running else 0
+            if t == next_sample:
+                self.recorder.sample(t)
+                next_sample += cfg.sample_s
+            if progress is not None and self.events % 2048 == 0:
+                progress(t, self.events)
+        self.recorder.finish(t, self.runs.values())
+        return SimResult(self.recorder, time.perf_counter() - t0, self.events, self.passes,
+                         self.policy.name, self.policy.options())
+
+    def _stuck(self) -> bool:
+        """Nothing runs and nothing will arrive: no state change can start a pending job
+        (what is still queued is reported as pending at the end)."""
+        return (not self.heap and self.next_arrival >= len(self.arrivals) and not self.running
+                and not self.dirty and self.idle_refreshes >= 12)

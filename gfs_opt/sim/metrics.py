@@ -1,0 +1,116 @@
+"""Metrics of GFS-SPEC §5 over the jobs submitted in the evaluation window and its samples."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gfs_opt.sim.recorder import Recorder
+
+HOURS_PER_MONTH = 720.0
+
+
+def _stats(x: pd.Series) -> dict[str, float]:
+    x = x.dropna()
+    if x.empty:
+        return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan, "n": 0}
+    q = np.quantile(x.to_numpy(dtype=float), [0.5, 0.9, 0.99])
+    return {"mean": float(x.mean()), "p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2]),
+            "n": int(len(x))}
+
+
+def eviction_rate(failed: float, ok: float) -> float:
+    return failed / (failed + ok) if failed + ok else 0.0
+
+
+def per_class(rec: Recorder) -> pd.DataFrame:
+    """JQT/JCT statistics per class (rows HP, LP)."""
+    jobs = rec.jobs if rec.jobs is not None else pd.DataFrame()
+    rows = []
+    for cls in ("HP", "LP"):
+        sub = jobs[jobs["cls"] == cls] if len(jobs) else jobs
+        row: dict[str, Any] = {"cls": cls, "jobs": len(sub)}
+        if len(sub):
+            row["finished"] = int((sub["status"] == "done").sum())
+            row["never_started"] = int(sub["first_start"].isna().sum())
+            for name, col in (("jqt", "jqt"), ("jct", "jct")):
+                for k, v in _stats(sub[col]).items():
+                    if k != "n":
+                        row[f"{name}_{k}"] = v
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("cls")
+
+
+def per_pool(rec: Recorder) -> pd.DataFrame:
+    """Allocation, LP eviction rate and LP JQT per pool."""
+    ts = rec.timeseries()
+    jobs = rec.jobs if rec.jobs is not None else pd.DataFrame(columns=["pool", "cls", "jqt"])
+    rows = []
+    for pool in rec.state.pools:
+        s = ts[ts["pool"] == pool]
+        cap = float(rec.state.capacity_gpus(pool))
+        f, ok = rec.windows[(pool, False)], rec.windows[(pool, True)]
+        lp = jobs[(jobs["pool"] == pool) & (jobs["cls"] == "LP")]
+        rows.append({
+            "pool": pool, "gpus": cap,
+            "allocation": float(s["allocated"].mean() / cap) if len(s) else math.nan,
+            "hp_share": float(s["hp"].mean() / cap) if len(s) else math.nan,
+            "lp_share": float(s["lp"].mean() / cap) if len(s) else math.nan,
+            "lp_windows_failed": f, "lp_windows_ok": ok,
+            "lp_eviction_rate": eviction_rate(f, ok),
+            "lp_jobs": len(lp), "lp_jqt_mean": float(lp["jqt"].mean()) if len(lp) else math.nan,
+        })
+    return pd.DataFrame(rows).set_index("pool")
+
+
+def summarize(rec: Recorder, price_per_gpu_hour: float = 2.0) -> dict[str, Any]:
+    """The run's headline numbers (JSON-friendly)."""
+    jobs = rec.jobs if rec.jobs is not None else pd.DataFrame()
+    lp = jobs[jobs["cls"] == "LP"] if len(jobs) else jobs
+    hp = jobs[jobs["cls"] == "HP"] if len(jobs) else jobs
+    failed = sum(c for (_p, ok), c in rec.windows.items() if not ok)
+    ok = sum(c for (_p, ok_), c in rec.windows.items() if ok_)
+    ts = rec.timeseries()
+    cap_total = float(rec.state.pool_capacity.sum() / 1000.0)
+    if len(ts):
+        alloc_by_t = ts.groupby("t")["allocated"].sum()
+        allocation = float(alloc_by_t.mean() / cap_total)
+        span_s = len(alloc_by_t) * rec.sample_s
+    else:
+        allocation, span_s = math.nan, 0.0
+    lost = float(lp["lost_gpu_s"].sum()) if len(lp) else 0.0
+    useful = (allocation - lost / (cap_total * span_s)) if span_s else math.nan
+    out: dict[str, Any] = {
+        "window": [rec.eval_start, rec.eval_end],
+        "gpus": cap_total,
+        "jobs_hp": len(hp), "jobs_lp": len(lp),
+        "lp_eviction_rate": eviction_rate(failed, ok),
+        "lp_windows_failed": failed, "lp_windows_ok": ok,
+        "lp_evictions_per_job": float(lp["evictions"].mean()) if len(lp) else 0.0,
+        "lp_share_evicted": float((lp["evictions"] > 0).mean()) if len(lp) else 0.0,
+        "lp_requeues": int(lp["requeues"].sum()) if len(lp) else 0,
+        "allocation_rate": allocation,
+        "useful_gpu_time_rate": useful,
+        "lp_lost_gpu_hours": lost / 3600.0,
+        "hp_evictions": int(hp["evictions"].sum()) if len(hp) else 0,
+        "allocated_gpu_hours_per_month": allocation * cap_total * HOURS_PER_MONTH
+        if not math.isnan(allocation) else math.nan,
+        "price_per_gpu_hour": price_per_gpu_hour,
+    }
+    for name, sub in (("hp", hp), ("lp", lp)):
+        for metric in ("jqt", "jct"):
+            for k, v in _stats(sub[metric] if len(sub) else pd.Series(dtype=float)).items():
+                if k != "n":
+                    out[f"{name}_{metric}_{k}"] = v
+        out[f"{name}_unfinished"] = int((sub["status"] != "done").sum()) if len(sub) else 0
+    out["solver_reports"] = rec.report_table().to_dict(orient="records")
+    return out
+
+
+def monthly_value(summary: dict[str, Any], baseline: dict[str, Any]) -> float:
+    """Extra allocated GPU-hours per month vs a baseline × price (GFS-SPEC §5)."""
+    extra = summary["allocated_gpu_hours_per_month"] - baseline["allocated_gpu_hours_per_month"]
+    return float(extra * summary["price_per_gpu_hour"])

@@ -1,0 +1,100 @@
+"""What a simulation records: 60 s samples, window outcomes, quota log, solver reports, jobs."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from gfs_opt.model import MILLI, ClusterState, Params, SolveReport
+
+if TYPE_CHECKING:
+    from gfs_opt.sim.engine import JobRun
+
+
+class Recorder:
+    def __init__(self, state: ClusterState, params: Params, eval_start: float, eval_end: float,
+                 sample_s: float) -> None:
+        self.state = state
+        self.params = params
+        self.eval_start, self.eval_end, self.sample_s = eval_start, eval_end, sample_s
+        self.sample_t: list[float] = []
+        self.sample_used: list[np.ndarray] = []
+        self.sample_hp: list[np.ndarray] = []
+        self.sample_lp: list[np.ndarray] = []
+        self.windows: Counter[tuple[str, bool]] = Counter()
+        self.quota_log: list[tuple[float, str, float, float]] = []
+        self.reports: Counter[tuple[str, str, str, bool]] = Counter()
+        self.report_time: Counter[tuple[str, str]] = Counter()
+        self.jobs: pd.DataFrame | None = None
+        self.end_time = math.nan
+
+    def in_window(self, t: float) -> bool:
+        return self.eval_start <= t < self.eval_end
+
+    def sample(self, t: float) -> None:
+        self.sample_t.append(t)
+        self.sample_used.append(self.state.pool_used.copy())
+        self.sample_hp.append(self.state.pool_hp.copy())
+        self.sample_lp.append(self.state.pool_lp.copy())
+
+    def window(self, t: float, pool: str, ok: bool) -> None:
+        self.windows[(pool, ok)] += 1
+
+    def quota(self, t: float, quotas: dict[tuple[str, float], int]) -> None:
+        if t >= self.eval_start - 86_400.0 and t < self.eval_end:
+            for (pool, d), q in quotas.items():
+                self.quota_log.append((t, pool, d, q / MILLI))
+
+    def report(self, t: float, rep: SolveReport) -> None:
+        self.reports[(rep.step, rep.method, rep.status, rep.fallback)] += 1
+        self.report_time[(rep.step, rep.method)] += rep.time_s
+
+    def finish(self, t: float, runs: Iterable[JobRun]) -> None:
+        self.end_time = t
+        rows = []
+        for r in runs:
+            if not r.in_eval:
+                continue
+            j = r.job
+            pending = r.status in ("pending", "future")
+            qt = r.queue_time + (t - r.queued_since if pending and r.status == "pending" else 0.0)
+            rows.append((j.id, j.cls.value, j.pool, j.org, j.g / MILLI, j.workers, j.submit,
+                         j.duration, j.guarantee_h, r.first_start, r.end, qt,
+                         r.end - j.submit if r.status == "done" else math.nan,
+                         r.evictions, r.requeues, r.windows_ok, r.windows_failed, r.lost_gpu_s,
+                         r.held_gpu_s, r.status))
+        self.jobs = pd.DataFrame(rows, columns=[
+            "job_id", "cls", "pool", "org", "gpus_per_worker", "workers", "submit", "duration",
+            "guarantee_h", "first_start", "end", "jqt", "jct", "evictions", "requeues",
+            "windows_ok", "windows_failed", "lost_gpu_s", "held_gpu_s", "status"])
+
+    # ---- tables ------------------------------------------------------------------------------
+    def timeseries(self) -> pd.DataFrame:
+        """One row per 60 s sample and pool: allocated/HP/LP GPUs, capacity."""
+        if not self.sample_t:
+            return pd.DataFrame(columns=["t", "pool", "allocated", "hp", "lp", "capacity"])
+        pools = self.state.pools
+        n = len(self.sample_t)
+        used = np.vstack(self.sample_used) / MILLI
+        hp = np.vstack(self.sample_hp) / MILLI
+        lp = np.vstack(self.sample_lp) / MILLI
+        cap = self.state.pool_capacity / MILLI
+        return pd.DataFrame({
+            "t": np.repeat(self.sample_t, len(pools)),
+            "pool": np.tile(pools, n),
+            "allocated": used.ravel(), "hp": hp.ravel(), "lp": lp.ravel(),
+            "capacity": np.tile(cap, n),
+        })
+
+    def quota_table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.quota_log, columns=["t", "pool", "class_h", "quota_gpus"])
+
+    def report_table(self) -> pd.DataFrame:
+        rows = [(s, m, st, fb, c, self.report_time[(s, m)]) for (s, m, st, fb), c in self.reports.items()]
+        return pd.DataFrame(rows, columns=["step", "method", "status", "fallback", "count",
+                                           "total_time_s"])

@@ -1,0 +1,151 @@
+"""OR-Tools (MathOpt) wrapper shared by the exact models: solver choice, time limit, warm start,
+termination → `SolveReport` status, relative gap, and LP/MPS export.
+
+The models are built with MathOpt so that one formulation runs on SCIP (default), HiGHS or
+CP-SAT unchanged. Nothing here knows about scheduling.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ortools.math_opt.python import mathopt
+
+from gfs_opt.errors import GfsError
+from gfs_opt.model import SolveReport
+
+SOLVERS: dict[str, mathopt.SolverType] = {
+    "scip": mathopt.SolverType.GSCIP,
+    "highs": mathopt.SolverType.HIGHS,
+    "cpsat": mathopt.SolverType.CP_SAT,
+}
+EXPORT_FORMATS = ("lp", "mps")
+
+
+@dataclass(frozen=True, slots=True)
+class SolverOptions:
+    """How to solve: which backend, for how long, and when a solution counts as optimal."""
+
+    solver: str = "scip"
+    time_limit: float = 10.0          # seconds for the whole step (all phases)
+    rel_gap: float = 1e-4             # stop when (bound − objective)/|objective| ≤ rel_gap
+    abs_gap: float = 1e-6
+    threads: int = 1                  # one thread: deterministic, and the machine is shared
+    seed: int = 0
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        if self.solver not in SOLVERS:
+            raise GfsError(f"unknown solver '{self.solver}' (choose from {', '.join(SOLVERS)})")
+        if not self.time_limit > 0:
+            raise GfsError(f"time limit must be positive, got {self.time_limit}")
+
+
+DEFAULT_SOLVER = SolverOptions()
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Result of one MathOpt solve, in plain values."""
+
+    status: str                      # optimal | feasible | timeout | infeasible | error
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    time_s: float
+    values: dict[mathopt.Variable, float] = field(default_factory=dict)
+    detail: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        return bool(self.values)
+
+    def value(self, var: mathopt.Variable) -> float:
+        return self.values.get(var, 0.0)
+
+    def int_value(self, var: mathopt.Variable) -> int:
+        return round(self.values.get(var, 0.0))
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """|bound − objective| / max(|objective|, 1); None when either side is unknown."""
+    if objective is None or bound is None or not math.isfinite(bound) or not math.isfinite(objective):
+        return None
+    return abs(bound - objective) / max(abs(objective), 1.0)
+
+
+def _params(opts: SolverOptions, time_limit: float) -> mathopt.SolveParameters:
+    kw: dict[str, object] = dict(
+        time_limit=datetime.timedelta(seconds=max(time_limit, 0.01)),
+        relative_gap_tolerance=opts.rel_gap, absolute_gap_tolerance=opts.abs_gap,
+        enable_output=opts.verbose, random_seed=opts.seed)
+    if opts.solver != "highs":  # HiGHS takes its thread count from a global setting only
+        kw["threads"] = opts.threads
+    return mathopt.SolveParameters(**kw)  # type: ignore[arg-type]
+
+
+def solve(model: mathopt.Model, opts: SolverOptions, *, time_limit: float | None = None,
+          hints: Sequence[Mapping[mathopt.Variable, float]] = ()) -> Outcome:
+    """Solve once, warm-started from ``hints`` (full or partial solutions).
+
+    Never raises for solver trouble: that is reported as status 'error'.
+    """
+    limit = opts.time_limit if time_limit is None else time_limit
+    model_params = mathopt.ModelSolveParameters(
+        solution_hints=[mathopt.SolutionHint(variable_values=dict(h)) for h in hints if h])
+    t0 = time.perf_counter()
+    try:
+        res = mathopt.solve(model, SOLVERS[opts.solver], params=_params(opts, limit),
+                            model_params=model_params)
+    except Exception as exc:  # solver back-ends raise assorted status errors
+        return Outcome("error", None, None, None, time.perf_counter() - t0,
+                       detail=f"{type(exc).__name__}: {exc}")
+    elapsed = time.perf_counter() - t0
+    reason = res.termination.reason
+    T = mathopt.TerminationReason
+    values: dict[mathopt.Variable, float] = {}
+    objective = bound = None
+    if res.has_primal_feasible_solution():
+        values = dict(res.variable_values())
+        objective = float(res.objective_value())
+        bound = float(res.termination.objective_bounds.dual_bound)
+    if reason is T.OPTIMAL:
+        status = "optimal"
+    elif reason is T.INFEASIBLE:
+        status = "infeasible"
+    elif reason in (T.FEASIBLE, T.NO_SOLUTION_FOUND):
+        status = "timeout" if res.termination.limit is mathopt.Limit.TIME else "feasible"
+    else:
+        status = "error"
+    if status == "optimal" and objective is not None and bound is not None and not math.isfinite(bound):
+        bound = objective
+    return Outcome(status, objective, bound, relative_gap(objective, bound), elapsed, values,
+                   detail=res.termination.detail)
+
+
+def report(step: str, outcome: Outcome, opts: SolverOptions, *, fallback: bool = False,
+           message: str = "", time_s: float | None = None) -> SolveReport:
+    return SolveReport(step=step, method="milp", status=outcome.status,
+                       objective=outcome.objective, bound=outcome.bound, gap=outcome.gap,
+                       time_s=outcome.time_s if time_s is None else time_s,
+                       solver=f"ortools-{opts.solver}", fallback=fallback, message=message)
+
+
+def export(model: mathopt.Model, fmt: str) -> str:
+    """The model as LP or MPS text, readable by any MILP solver."""
+    from ortools.linear_solver.python import model_builder
+    from ortools.math_opt.io.python import mps_converter
+
+    if fmt not in EXPORT_FORMATS:
+        raise GfsError(f"unknown export format '{fmt}' (choose lp or mps)")
+    mps = mps_converter.model_proto_to_mps(model.export_model())
+    if fmt == "mps":
+        return mps
+    builder = model_builder.ModelBuilder()
+    if not builder.import_from_mps_string(mps):
+        raise GfsError("could not convert the model to LP format")
+    return builder.export_to_lp_string(False)
