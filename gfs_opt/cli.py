@@ -19,6 +19,9 @@ from gfs_opt.errors import GfsError
 COMMAND_MODULES = [
     "gfs_opt.commands.trace_cmd",
     "gfs_opt.commands.instance_cmd",
+    "gfs_opt.commands.solve_cmd",
+    "gfs_opt.commands.sim_cmd",
+    "gfs_opt.commands.forecast_cmd",
 ]
 
 

@@ -103,7 +103,7 @@ class _Checker:
                 k = gpus_per_worker(g)
                 if k > self.pool_max[j.pool]:
                     self.add(f"{where}.gpus_per_worker",
-                             f"{k} GPUs per worker, but the largest node of pool {_q(j.pool)} has "
+                             f"{_num(x)} GPUs per worker, but the largest node of pool {_q(j.pool)} has "
                              f"{self.pool_max[j.pool]}")
                     g = None
             else:

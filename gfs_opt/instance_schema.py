@@ -212,6 +212,8 @@ def _short(value: Any, limit: int = 40) -> str:
 
 def _message(err: Any) -> str:
     kind, ctx = err["type"], err.get("ctx") or {}
+    if kind == "json_invalid":
+        return f"not valid JSON: {ctx.get('error', err.get('msg'))}"
     if kind == "missing":
         return "missing required field"
     if kind == "extra_forbidden":
@@ -236,8 +238,7 @@ def format_errors(exc: ValidationError) -> list[str]:
     lines: list[str] = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
-        # strict tuple parsing adds the positional item to the path; keep it, it helps locate.
-        line = f"{format_loc(loc)}: {_message(err)}"
+        line = f"{format_loc(loc)}: {_message(err)}" if loc else _message(err)
         if line not in lines:
             lines.append(line)
     return lines

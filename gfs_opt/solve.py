@@ -102,8 +102,9 @@ def solve(model: mathopt.Model, opts: SolverOptions, *, time_limit: float | None
         res = mathopt.solve(model, SOLVERS[opts.solver], params=_params(opts, limit),
                             model_params=model_params)
     except Exception as exc:  # solver back-ends raise assorted status errors
+        cause = exc.__context__ or exc   # ortools' error translation can itself fail; keep the cause
         return Outcome("error", None, None, None, time.perf_counter() - t0,
-                       detail=f"{type(exc).__name__}: {exc}")
+                       detail=f"{type(cause).__name__}: {cause}")
     elapsed = time.perf_counter() - t0
     reason = res.termination.reason
     T = mathopt.TerminationReason

@@ -88,7 +88,7 @@ def assert_same_round(a: Round, b: Round) -> None:
 
 
 # ---- round trip --------------------------------------------------------------------------------
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(rounds(max_nodes=6, max_jobs=10))
 def test_any_valid_round_survives_save_and_load(rnd: Round) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -330,11 +330,24 @@ def m_bad_request(doc: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
     return doc
 
 
-MUTATIONS: list[Mutation] = [
-    m_delete_field, m_object_for_value, m_string_for_number, m_truncate, m_binary_byte,
-    m_over_allocate, m_duplicate_id, m_unknown_pool, m_version, m_format, m_unknown_field,
-    m_running_and_pending, m_pending_not_in_jobs, m_wrong_worker_count, m_forecast_length,
-    m_bad_request,
+# each mutation with the words that the intended check must produce
+MUTATIONS: list[tuple[Mutation, str]] = [
+    (m_delete_field, r"missing"),
+    (m_object_for_value, r"must be|unknown field|unknown pool|not supported|is not \"gfs"),
+    (m_string_for_number, r"must be|not supported|is not \"gfs"),
+    (m_truncate, r"not valid JSON|empty file"),
+    (m_binary_byte, r"not UTF-8"),
+    (m_over_allocate, r"over-allocated"),
+    (m_duplicate_id, r"duplicate (job id|node name)|already queued"),
+    (m_unknown_pool, r"unknown pool \"NO-SUCH-POOL\""),
+    (m_version, r"^version: "),
+    (m_format, r"^format: "),
+    (m_unknown_field, r"bogus_field: unknown field"),
+    (m_running_and_pending, r"both pending and running"),
+    (m_pending_not_in_jobs, r"pending_(hp|lp)\[\d+\]: job \d+ is not in jobs"),
+    (m_wrong_worker_count, r"workers placed"),
+    (m_forecast_length, r"mean has \d+ hours?"),
+    (m_bad_request, r"gpus_per_worker|workers|submit"),
 ]
 
 
@@ -353,9 +366,11 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-@settings(max_examples=160, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds(max_nodes=4, max_jobs=6), st.sampled_from(MUTATIONS), st.data())
-def test_any_mutated_file_is_rejected(rnd: Round, mutate: Mutation, data: st.DataObject) -> None:
+def test_any_mutated_file_is_rejected(rnd: Round, mutation: tuple[Mutation, str],
+                                      data: st.DataObject) -> None:
+    mutate, expected = mutation
     doc = round_to_dict(rnd, meta={"note": "mutated"})
     content = mutate(copy.deepcopy(doc), data)
     with tempfile.TemporaryDirectory() as tmp:
@@ -363,6 +378,7 @@ def test_any_mutated_file_is_rejected(rnd: Round, mutate: Mutation, data: st.Dat
         _write(path, content)
         problems = validate_file(path)
         assert problems, f"{mutate.__name__} was not detected"
+        assert any(re.search(expected, line) for line in problems), (mutate.__name__, problems)
         assert all(line and "\n" not in line for line in problems)
         rc, out, err = run_cli("instance", "validate", str(path))
         assert rc == 2

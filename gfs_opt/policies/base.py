@@ -85,7 +85,7 @@ def _pool_groups(rnd: Round, queue: PendingQueue, pool: str, fifo: bool) -> list
     """Candidates in policy order, in groups; in PTS order a group is one request size, and the
     first failure ends its group (all later members have the same g, so fail_size skips them)."""
     if fifo:
-        return [iter(sorted(queue.pool_ids(pool), key=lambda j: (rnd.jobs[j].submit, j)))]
+        return [queue.fifo_ids(pool)]
     return [ids for _g, ids in queue.buckets(pool)]
 
 
@@ -103,6 +103,7 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
     running = dict(rnd.running if evictable is None else evictable)
     for pool in pools_to_run(rnd, queue.pools()):
         fail = 1 << 62
+        gmin = queue.min_g(pool)  # once this size failed, nothing else in the pool can start
         stop = False
         for group in _pool_groups(rnd, queue, pool, fifo):
             for jid in group:
@@ -110,7 +111,7 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
                 if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
                     continue
                 if job.g >= fail:
-                    if fifo:
+                    if fifo and fail > gmin:
                         continue
                     break
                 placement = None
@@ -151,6 +152,7 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
         if p is None:
             continue
         fail = 1 << 62
+        gmin = queue.min_g(pool)  # once this size failed, nothing else in the pool can start
         stop = False
         for group in _pool_groups(rnd, queue, pool, fifo):
             for jid in group:
@@ -158,7 +160,7 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
                 if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
                     continue
                 if job.g >= fail:
-                    if fifo:
+                    if fifo and fail > gmin:
                         continue
                     break
                 quota = quotas.get((pool, job.guarantee_h)) if quotas is not None else None

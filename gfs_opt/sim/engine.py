@@ -329,7 +329,7 @@ class Simulator:
         problems = self.state.check()
         if set(self.state.alloc) != set(self.running):
             problems.append("running set and allocations disagree")
-        for jid, (cls_, g, placement) in self.state.alloc.items():
+        for jid, (_cls, _g, placement) in self.state.alloc.items():
             if len(placement) != self.jobs[jid].workers:
                 problems.append(f"job {jid} runs with a partial gang")
         if problems:

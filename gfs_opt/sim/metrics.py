@@ -19,7 +19,7 @@ def _stats(x: pd.Series) -> dict[str, float]:
         return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan, "n": 0}
     q = np.quantile(x.to_numpy(dtype=float), [0.5, 0.9, 0.99])
     return {"mean": float(x.mean()), "p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2]),
-            "n": int(len(x))}
+            "n": len(x)}
 
 
 def eviction_rate(failed: float, ok: float) -> float:

@@ -6,7 +6,7 @@ HP order is (−g, submit, id); LP order is (−g, w, submit, id). Buckets let a
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping
 
 from gfs_opt.model import Job, JobClass
@@ -18,6 +18,7 @@ class PendingQueue:
     def __init__(self, cls: JobClass) -> None:
         self.cls = cls
         self._buckets: dict[str, dict[int, list[tuple]]] = {}
+        self._fifo: dict[str, list[tuple[float, int]]] = {}
         self._members: dict[int, tuple[str, int, tuple]] = {}
 
     @classmethod
@@ -37,14 +38,18 @@ class PendingQueue:
             return
         key = self._key(job)
         insort(self._buckets.setdefault(job.pool, {}).setdefault(job.g, []), key)
+        insort(self._fifo.setdefault(job.pool, []), (job.submit, job.id))
         self._members[job.id] = (job.pool, job.g, key)
 
     def remove(self, job_id: int) -> None:
         pool, g, key = self._members.pop(job_id)
         bucket = self._buckets[pool][g]
-        bucket.remove(key)
+        del bucket[bisect_left(bucket, key)]
         if not bucket:
             del self._buckets[pool][g]
+        fifo = self._fifo[pool]
+        submit = key[-2]
+        del fifo[bisect_left(fifo, (submit, job_id))]
 
     def pools(self) -> list[str]:
         return [p for p, b in self._buckets.items() if b]
@@ -57,6 +62,15 @@ class PendingQueue:
         """
         b = self._buckets.get(pool, {})
         return [(g, (k[-1] for k in b[g])) for g in sorted(b, reverse=True)]
+
+    def fifo_ids(self, pool: str) -> Iterator[int]:
+        """Job ids of one pool in submit order (lazy; same no-mutation rule as `buckets`)."""
+        return (jid for _s, jid in self._fifo.get(pool, ()))
+
+    def min_g(self, pool: str) -> int:
+        """Smallest per-worker request waiting in a pool (a pass can stop once that failed)."""
+        b = self._buckets.get(pool)
+        return min(b) if b else 0
 
     def pool_ids(self, pool: str) -> Iterator[int]:
         for _g, ids in self.buckets(pool):

@@ -83,6 +83,25 @@ class Trace:
             notes.append(f"LP arrivals scaled ×{lp_load} (seed {seed})")
         return Trace(nodes.reset_index(drop=True), jobs.reset_index(drop=True), self.origin, self.name, notes)
 
+    def replay_from(self, t0: float) -> Trace:
+        """Start the replay at ``t0``: jobs that ended before are dropped; HP jobs still running
+        at ``t0`` become residents submitted at ``t0`` with their remaining duration (we assume
+        they were running, as the trace's own t = 0 residents are); earlier LP jobs are dropped.
+        """
+        if t0 <= 0:
+            return self
+        j = self.jobs
+        end = j["submit"] + j["duration"]
+        keep_future = j["submit"] >= t0
+        carried = (j["cls"] == "HP") & (j["submit"] < t0) & (end > t0)
+        c = j[carried].copy()
+        c["duration"] = (c["submit"] + c["duration"]) - t0
+        c["submit"] = float(t0)
+        c["resident"] = True
+        jobs = pd.concat([c, j[keep_future]], ignore_index=True)
+        notes = [*self.notes, f"replay from t={t0:.0f} s: {len(c)} HP jobs carried in as residents"]
+        return Trace(self.nodes, jobs, self.origin, self.name, notes)
+
 
 def scale_lp(jobs: pd.DataFrame, factor: float, seed: int,
              window: tuple[float, float] | None = None) -> pd.DataFrame:

@@ -31,18 +31,18 @@ import pandas as pd
 
 from gfs_opt.errors import GfsError
 from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace
-from gfs_opt.traces.synth_arrivals import regular_hour_counts, spot_mask, submit_times
+from gfs_opt.traces.synth_arrivals import DAY, regular_hour_counts, spot_mask, submit_times
 from gfs_opt.traces.synth_cluster import scale_nodes
-from gfs_opt.traces.synth_durations import resident_durations, sample_durations
+from gfs_opt.traces.synth_coupling import Margin, coupled_durations, size_bucket
 from gfs_opt.traces.synth_inputs import MODELS, load_aggregates
 from gfs_opt.traces.synth_requests import (
     PROFILES,
     draw_cells,
-    exact_counts,
     fit_org_model_table,
     sample_cpus,
     sample_requests,
 )
+from gfs_opt.traces.synth_residents import Residents, make_residents
 
 NODE_COLUMNS_RAW = ["gpu_model", "gpu_capacity_num", "cpu_num", "node_name"]
 JOB_COLUMNS_RAW = ["job_name", "organization", "gpu_model", "cpu_request", "gpu_request",
@@ -138,16 +138,18 @@ def synthesize(seed: int = 0, scale: float = 1.0, pools: list[str] | None = None
     counts = regular_hour_counts(agg.hourly_jobs, n_res_real, scale, streams[1])
     submit = submit_times(counts, streams[1])
     is_spot = spot_mask(submit, agg.daily_hp, agg.daily_spot, n_res_real, streams[2])
-    duration = sample_durations(is_spot, submit, agg.targets, streams[3])
 
     table = fit_org_model_table(agg)
     org, model = draw_cells(table, submit.size, streams[4])
-    r_org, r_model = _resident_cells(agg, table, n_res, streams[5])
-    org, model = np.concatenate([r_org, org]), np.concatenate([r_model, model])
-    submit = np.concatenate([np.zeros(n_res, dtype=np.int64), submit])
-    duration = np.concatenate([resident_durations(n_res, streams[5]), duration])
-    is_spot = np.concatenate([np.zeros(n_res, dtype=bool), is_spot])
+    res = make_residents(agg, table, nodes, n_res, streams[5])
     g, w = sample_requests(model, agg, nodes, streams[6])
+    duration = _regular_durations(agg, scale, is_spot, submit, g * w, model, res, streams[3])
+
+    org, model = np.concatenate([res.org, org]), np.concatenate([res.model, model])
+    g, w = np.concatenate([res.g, g]), np.concatenate([res.w, w])
+    submit = np.concatenate([np.zeros(n_res, dtype=np.int64), submit])
+    duration = np.concatenate([res.duration, duration])
+    is_spot = np.concatenate([np.zeros(n_res, dtype=bool), is_spot])
     cpu = sample_cpus(g, model, agg, nodes, streams[7])
 
     jobs = pd.DataFrame({
@@ -168,18 +170,28 @@ def synthesize(seed: int = 0, scale: float = 1.0, pools: list[str] | None = None
     return nodes[NODE_COLUMNS_RAW].reset_index(drop=True), jobs.reset_index(drop=True)
 
 
-def _resident_cells(agg, table: np.ndarray, n: int,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Residents per model hold the real hour-0 GPU load of that model (in expectation)."""
-    mean_gw = agg.model_demand / agg.model_jobs
-    per_model = exact_counts(agg.resident_gpus / mean_gw, n)
-    model = np.repeat(np.arange(len(MODELS)), per_model)
-    org = np.empty(n, dtype=np.int64)
-    for i in range(len(MODELS)):
-        sel = np.flatnonzero(model == i)
-        col = table[:, i]
-        org[sel] = rng.choice(len(col), sel.size, p=col / col.sum())
-    return org, model
+def _regular_durations(agg, scale: float, is_spot: np.ndarray, submit: np.ndarray,
+                       gw: np.ndarray, model: np.ndarray, res: Residents,
+                       rng: np.random.Generator) -> np.ndarray:
+    """Durations of the regular jobs, coupled to size, model and week (`synth_coupling`).
+
+    Targets are the real GPU-seconds (× scale) minus what the residents already hold; where the
+    residents exceed a group's share the group keeps 1 % of it rather than nothing.
+    """
+    r_gw = res.g * res.w
+    r_gs = r_gw * res.duration
+    week_real = np.bincount(np.arange(len(agg.daily_gpu_seconds)) // 7, agg.daily_gpu_seconds)
+    week = np.minimum(submit // (7 * DAY), len(week_real) - 1)
+    specs = [
+        ("size", size_bucket(gw), agg.size_gpu_seconds, size_bucket(r_gw)),
+        ("model", model, agg.model_gpu_seconds, res.model),
+        ("week", week, week_real, np.zeros(r_gw.size, dtype=np.int64)),
+    ]
+    margins = []
+    for name, index, real, r_index in specs:
+        target = scale * real - np.bincount(r_index, r_gs, len(real))
+        margins.append(Margin(name, index, np.maximum(target, 0.01 * scale * real)))
+    return coupled_durations(is_spot, submit, gw, margins, agg.targets, res.to_end, rng)
 
 
 def _cut(jobs: pd.DataFrame, lo: float | None, hi: float | None, lp_from: float | None,

@@ -3,9 +3,10 @@ duration buckets and quantiles, with the real right-censoring at the end of the 
 
 Three populations, mixed exactly as in the real trace:
 
-* **Residents** (HP jobs already running at t = 0): a share ``RESIDENT_TO_END`` runs to the end of
-  the recording (as the real top-200 longest jobs all do); the rest end log-uniformly between one
-  hour and the end. This puts ≈ 20 B GPU-seconds in hour 0, as the real hour-0 submissions hold.
+* **Residents** (HP jobs already running at t = 0): a share ``to_end`` runs to the end of the
+  recording (as the real top-200 longest jobs all do); the rest end log-uniformly between one
+  hour and the end. ``to_end`` is solved (`resident_to_end`) so that the residents hold the real
+  hour-0 GPU-seconds (≈ 20.5 B).
 * **Spot** jobs: the CDF ``SPOT_KNOTS`` (an assumption, since the real per-class buckets are not
   published) passing through the real Spot p50 = 2,095.5 s and p90 = 21,740 s, with 10.2 % of
   jobs longer than 6 h (the real ``long_job_slices_by_type``) and at most two weeks.
@@ -26,7 +27,6 @@ import numpy as np
 CENSOR_END = 15_897_599  # 2024-08-31 23:59:59: the real longest jobs (submit 0) end exactly here
 MIN_DURATION = 1.0
 MIN_TAIL_AFTER_END = 60  # the few jobs submitted after CENSOR_END still run a minute at least
-RESIDENT_TO_END = 0.08
 RESIDENT_MIN = 3600.0
 BUCKET_EDGES = {"<1min": 60.0, "1-10min": 600.0, "10-60min": 3600.0, "1-6h": 21_600.0,
                 "6-24h": 86_400.0, "1-3d": 259_200.0}
@@ -46,16 +46,26 @@ def loglinear_cdf(x: np.ndarray | float, xs: np.ndarray, cdf: np.ndarray) -> np.
     return np.interp(np.log(np.maximum(x, MIN_DURATION)), np.log(xs), cdf)
 
 
-def resident_cdf(x: np.ndarray | float) -> np.ndarray:
+def _loguniform_mean(lo: float, hi: float) -> float:
+    return (hi - lo) / np.log(hi / lo)
+
+
+def resident_to_end(mean_duration: float) -> float:
+    """Share of residents that run to the end so that their mean duration is ``mean_duration``."""
+    body = _loguniform_mean(RESIDENT_MIN, CENSOR_END)
+    return float(np.clip((mean_duration - body) / (CENSOR_END - body), 0.0, 1.0))
+
+
+def resident_cdf(x: np.ndarray | float, to_end: float) -> np.ndarray:
     span = np.log(CENSOR_END / RESIDENT_MIN)
     body = np.clip(np.log(np.maximum(x, RESIDENT_MIN) / RESIDENT_MIN) / span, 0.0, 1.0)
-    return np.where(np.asarray(x) >= CENSOR_END, 1.0, (1.0 - RESIDENT_TO_END) * body)
+    return np.where(np.asarray(x) >= CENSOR_END, 1.0, (1.0 - to_end) * body)
 
 
-def resident_durations(n: int, rng: np.random.Generator) -> np.ndarray:
-    to_end = rng.random(n) < RESIDENT_TO_END
+def resident_durations(n: int, to_end: float, rng: np.random.Generator) -> np.ndarray:
+    until_end = rng.random(n) < to_end
     body = RESIDENT_MIN * np.exp(rng.uniform(0.0, np.log(CENSOR_END / RESIDENT_MIN), n))
-    return np.where(to_end, CENSOR_END, np.floor(body)).astype(np.int64)
+    return np.where(until_end, CENSOR_END, np.floor(body)).astype(np.int64)
 
 
 def overall_knots(targets: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -74,35 +84,41 @@ def overall_knots(targets: dict) -> tuple[np.ndarray, np.ndarray]:
     return xs, np.maximum.accumulate(np.array([pts[x] for x in xs]))
 
 
-def hp_knots(targets: dict, hp_submits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Uncensored CDF knots of regular HP jobs (see module docstring)."""
+def hp_observed_knots(targets: dict, to_end: float) -> tuple[np.ndarray, np.ndarray]:
+    """(x, G): the observed (censored) duration CDF regular HP jobs need (module docstring)."""
     n_all = float(targets["jobs_total"])
     n_spot = n_all * targets["job_type_share"]["Spot"]
     n_res = float(targets["resident_hp_jobs_at_t0"])
     n_hp = n_all - n_spot - n_res
     xs, g_all = overall_knots(targets)
     sx, sc = np.array(SPOT_KNOTS).T
-    g_hp = (n_all * g_all - n_spot * loglinear_cdf(xs, sx, sc) - n_res * resident_cdf(xs)) / n_hp
-    g_hp = np.clip(g_hp, 0.0, 1.0)
-    left = np.sort(CENSOR_END - hp_submits.astype(float))
-    surviving = 1.0 - np.searchsorted(left, xs, side="right") / max(len(left), 1)
+    g_hp = (n_all * g_all - n_spot * loglinear_cdf(xs, sx, sc) - n_res * resident_cdf(xs, to_end)) / n_hp
+    return xs, np.maximum.accumulate(np.clip(g_hp, 0.0, 1.0))
+
+
+def surviving_share(xs: np.ndarray, submit: np.ndarray,
+                    uncensored: np.ndarray | None = None) -> np.ndarray:
+    """R(x): share of jobs not censored below x — among all jobs, or among those whose
+    uncensored duration exceeds x (what matters once long durations favour some weeks)."""
+    left = (CENSOR_END - submit).astype(float)
+    if uncensored is None:
+        srt = np.sort(left)
+        return 1.0 - np.searchsorted(srt, xs, side="right") / max(len(srt), 1)
+    long_enough = uncensored[:, None] > xs[None, :]
+    n_long = long_enough.sum(axis=0)
+    kept = (long_enough & (left[:, None] > xs[None, :])).sum(axis=0)
+    return np.where(n_long > 0, kept / np.maximum(n_long, 1), 1.0)
+
+
+def uncensored_cdf(g_observed: np.ndarray, surviving: np.ndarray) -> np.ndarray:
+    """F(x) = 1 − (1 − G(x)) / R(x): the CDF to draw from so that censoring lands on G."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(surviving > 0, 1.0 - (1.0 - g_hp) / surviving, 1.0)
+        f = np.where(surviving > 0, 1.0 - (1.0 - g_observed) / surviving, 1.0)
     f[-1] = 1.0
-    f = np.maximum.accumulate(np.clip(f, 0.0, 1.0))
-    return xs, f
+    return np.maximum.accumulate(np.clip(f, 0.0, 1.0))
 
 
 def censor(duration: np.ndarray, submit: np.ndarray) -> np.ndarray:
     room = np.maximum(CENSOR_END - submit, MIN_TAIL_AFTER_END)
     return np.minimum(duration, room)
 
-
-def sample_durations(is_spot: np.ndarray, submit: np.ndarray, targets: dict,
-                     rng: np.random.Generator) -> np.ndarray:
-    """Observed (censored, integer) durations of regular jobs."""
-    u = rng.random(submit.size)
-    hx, hf = hp_knots(targets, submit[~is_spot])
-    sx, sc = np.array(SPOT_KNOTS).T
-    d = np.where(is_spot, loglinear_quantile(u, sx, sc), loglinear_quantile(u, hx, hf))
-    return censor(np.floor(d), submit).astype(np.int64)

@@ -92,20 +92,31 @@ class ModelSampler:
     w_values: np.ndarray        # multi-worker support (≥ 2)
     w_probs: np.ndarray         # tilted pmf over w_values
 
-    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def mean_single(self) -> float:
+        """Mean per-worker GPUs (the request of a single-worker job)."""
+        return self.profile.frac * _frac_mean() + (1 - self.profile.frac) * float(
+            self.g_values @ self.g_probs)
+
+    def sample(self, n: int, rng: np.random.Generator,
+               single: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``single``: one worker each (residents: long-running single-worker services)."""
         p = self.profile
         frac_v = np.array(list(FRACTIONS))
         frac_p = np.array(list(FRACTIONS.values()), dtype=float)
         is_frac = rng.random(n) < p.frac
         g = np.where(is_frac, rng.choice(frac_v, n, p=frac_p / frac_p.sum()),
                      rng.choice(self.g_values, n, p=self.g_probs))
-        multi = ~is_frac & (rng.random(n) < p.multi)
+        multi = ~is_frac & (rng.random(n) < (0.0 if single else p.multi))
         w = np.where(multi, rng.choice(self.w_values, n, p=self.w_probs), 1)
         cap = np.ones(n, dtype=np.int64)
         for gv, c in self.caps.items():
             cap[g == gv] = c
         w = np.where(is_frac, 1, np.minimum(w, np.maximum(cap, 1)))
         return g, w.astype(np.int64)
+
+
+def _frac_mean() -> float:
+    return sum(v * c for v, c in FRACTIONS.items()) / sum(FRACTIONS.values())
 
 
 def _tilted(values: np.ndarray, counts: np.ndarray, alpha: float) -> np.ndarray:
@@ -126,7 +137,7 @@ def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str) -> Model
                     strict=True))
     wc = agg.worker_counts[agg.worker_counts.index >= 2]
     w_values, w_counts = wc.index.to_numpy(dtype=np.int64), wc.to_numpy(dtype=float)
-    frac_mean = sum(v * c for v, c in FRACTIONS.items()) / sum(FRACTIONS.values())
+    frac_mean = _frac_mean()
     i = MODELS.index(model)
     target = agg.model_demand[i] / agg.model_jobs[i]
 
@@ -147,7 +158,7 @@ def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str) -> Model
 
 
 def sample_requests(models: np.ndarray, agg: RealAggregates, nodes: pd.DataFrame,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                    rng: np.random.Generator, single: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Per-worker GPUs and workers for jobs of the given model indices."""
     g = np.zeros(models.size)
     w = np.ones(models.size, dtype=np.int64)
@@ -155,7 +166,7 @@ def sample_requests(models: np.ndarray, agg: RealAggregates, nodes: pd.DataFrame
         sel = np.flatnonzero(models == i)
         if sel.size == 0 or not (nodes["gpu_model"] == model).any():
             continue
-        g[sel], w[sel] = build_sampler(agg, nodes, model).sample(sel.size, rng)
+        g[sel], w[sel] = build_sampler(agg, nodes, model).sample(sel.size, rng, single)
     return g, w
 
 

@@ -1,0 +1,103 @@
+"""`gfs-opt forecast …`: backtest demand forecasters, export hourly-max demand series."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("forecast", help="HP demand forecasting (GDE): backtests and series")
+    fsub = p.add_subparsers(dest="forecast_command", metavar="ACTION")
+    fsub.required = True
+
+    b = fsub.add_parser("backtest", help="rolling-origin backtest of forecasters (daily refits)")
+    b.add_argument("--data", required=True,
+                   help="'alibaba-hourly' (real per-GPU-model demand), a CSV with ds,series,y, "
+                        "or any trace source accepted by `gfs-opt trace stats`")
+    b.add_argument("--models", default="prophet,week-peak,seasonal-naive,ets",
+                   help="comma-separated: prophet, week-peak, seasonal-naive, ets, auto")
+    b.add_argument("--horizon", type=int, default=4, help="hours per quota horizon (default 4)")
+    b.add_argument("--quantile", type=float, default=0.9, help="quantile scored (default 0.9)")
+    b.add_argument("--weeks", type=float, default=8, help="evaluation weeks at the end (default 8)")
+    b.add_argument("--refit", default="daily", help="'daily', 'hourly' or hours between refits")
+    b.add_argument("--series", default=None, help="comma-separated series to keep (default all)")
+    b.add_argument("--max-series", type=int, default=None,
+                   help="keep only the N series with the largest mean demand")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--out", type=Path, default=Path("out/forecast-backtest"),
+                   help="folder for metrics.csv, summary.csv, bands.png (default out/forecast-backtest)")
+    b.add_argument("--save-forecasts", action="store_true", help="also write forecasts.csv.gz")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.set_defaults(handler=_backtest)
+
+    s = fsub.add_parser("series", help="write the hourly-max HP demand series (ds,series,y) as CSV")
+    s.add_argument("--data", required=True, help="same sources as `forecast backtest --data`")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    s.set_defaults(handler=_series)
+
+
+def _select(df: pd.DataFrame, series: str | None, max_series: int | None) -> pd.DataFrame:
+    from gfs_opt.errors import GfsError
+
+    if series:
+        wanted = [x for x in series.split(",") if x]
+        unknown = sorted(set(wanted) - set(df["series"].unique()))
+        if unknown:
+            raise GfsError(f"unknown series {unknown}; the data has {df['series'].nunique()} series")
+        df = df[df["series"].isin(wanted)]
+    if max_series is not None:
+        if max_series < 1:
+            raise GfsError("--max-series must be ≥ 1")
+        top = df.groupby("series")["y"].mean().sort_values(ascending=False).index[:max_series]
+        df = df[df["series"].isin(top)]
+    return df
+
+
+def _backtest(args: argparse.Namespace) -> int:
+    from gfs_opt.forecast.backtest import run_backtest
+    from gfs_opt.forecast.plot import plot_bands
+    from gfs_opt.forecast.sources import load_history
+
+    df, description = load_history(args.data, seed=args.seed)
+    df = _select(df, args.series, args.max_series)
+    print(description)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    result = run_backtest(df, models, horizon=args.horizon, quantile=args.quantile,
+                          weeks=args.weeks, refit=args.refit, seed=args.seed,
+                          progress=not args.no_progress and sys.stderr.isatty())
+    summary = result.summary()
+    n_series = int(result.metrics["series"].nunique())
+    print(f"\nrolling backtest: last {args.weeks:g} weeks, refit {args.refit}, horizon "
+          f"{args.horizon} h, quantile {args.quantile:g} (pinball/coverage at q{args.quantile:g}, "
+          f"width = q{min(args.quantile, 1 - args.quantile):g}–q{max(args.quantile, 1 - args.quantile):g})")
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    if n_series <= 12:
+        for metric in ("pinball", "coverage"):
+            table = result.metrics.pivot(index="series", columns="model", values=metric)
+            print(f"\n{metric} per series")
+            print(table.to_string(float_format=lambda v: f"{v:,.3f}"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    result.metrics.to_csv(args.out / "metrics.csv", index=False)
+    summary.to_csv(args.out / "summary.csv", index=False)
+    if args.save_forecasts:
+        result.forecasts.to_csv(args.out / "forecasts.csv.gz", index=False)
+    png = plot_bands(result.forecasts, args.out / "bands.png", args.quantile)
+    print(f"\nwrote {args.out / 'metrics.csv'}, {args.out / 'summary.csv'}, {png}")
+    return 0
+
+
+def _series(args: argparse.Namespace) -> int:
+    from gfs_opt.forecast.sources import load_history
+
+    df, description = load_history(args.data, seed=args.seed)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(args.out, index=False)
+    print(f"{description}; wrote {len(df):,} rows to {args.out}")
+    return 0

@@ -1,0 +1,196 @@
+"""`gfs-opt solve INSTANCE`: the greedy and/or exact answer for one scheduling round.
+
+Prints spot quotas, admitted LP jobs, HP placements and victims, and each step's solve report;
+``--method both`` adds the greedy's gap to the MILP objective and bound. ``--export`` writes the
+model(s) as LP/MPS text for any other solver instead of solving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gfs_opt.errors import GfsError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from gfs_opt.solve import EXPORT_FORMATS, SOLVERS
+    from gfs_opt.solve_round import METHODS, STEPS
+
+    p = sub.add_parser("solve", help="solve one instance file: greedy, exact MILP, or both side by side")
+    p.add_argument("instance", type=Path, metavar="INSTANCE", help="instance file (JSON)")
+    p.add_argument("--method", choices=METHODS, default="both")
+    p.add_argument("--step", choices=STEPS, default="all",
+                   help="spot quota / LP admission, HP preemption, or both (default)")
+    p.add_argument("--time-limit", type=float, default=10.0, metavar="S",
+                   help="seconds per MILP step (default 10); on time-out the greedy answer is kept")
+    p.add_argument("--solver", choices=list(SOLVERS), default="scip")
+    p.add_argument("--gap", type=float, default=1e-4, help="relative optimality gap (default 1e-4)")
+    p.add_argument("--candidates", type=int, default=None, metavar="K",
+                   help="preemption: top-K candidate nodes per job type (0 = all; default: automatic)")
+    p.add_argument("--hard-guarantee", action="store_true",
+                   help="never evict an LP job inside its guarantee window (overrides the file)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--limit", type=int, default=20, metavar="N",
+                   help="text mode: show at most N placements / ids per list (default 20)")
+    p.add_argument("--export", choices=EXPORT_FORMATS, default=None,
+                   help="write the model(s) to --out instead of solving")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE",
+                   help="export target; with --step all the quota model goes to FILE-stem.quota.EXT")
+    p.set_defaults(handler=_solve)
+
+
+def _solve(args: argparse.Namespace) -> int:
+    from gfs_opt.instance import load_instance
+    from gfs_opt.preempt.milp import PreemptOptions
+    from gfs_opt.solve import SolverOptions
+    from gfs_opt.solve_round import solve_round
+
+    if args.export and args.out is None:
+        raise GfsError("--export needs --out FILE")
+    if args.candidates is not None and args.candidates < 0:
+        raise GfsError("--candidates must be ≥ 0")
+    if not 0 <= args.gap < 1:
+        raise GfsError("--gap must be in [0, 1)")
+    solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap)
+    inst = load_instance(args.instance)
+    rnd = inst.round
+    popts = PreemptOptions(candidates=args.candidates,
+                           hard_guarantee=True if args.hard_guarantee else None)
+    if args.export:
+        return _export(rnd, args, popts)
+    res = solve_round(rnd, args.method, args.step, solver, popts)
+    if args.json:
+        doc = {"instance": str(args.instance), "time": rnd.time, **res.as_dict()}
+        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False, default=_jsonable)
+        sys.stdout.write("\n")
+    else:
+        print(format_result(res, rnd, str(args.instance), args.limit))
+    return 0
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def _export(rnd: Any, args: argparse.Namespace, popts: Any) -> int:
+    from gfs_opt.preempt.milp import export_preemption
+    from gfs_opt.quota.milp import export_quota
+
+    out: Path = args.out
+    targets: list[tuple[Path, str]] = []
+    if args.step in ("all", "preemption"):
+        targets.append((out, export_preemption(rnd, args.export, popts)))
+    if args.step in ("all", "quota"):
+        qpath = out if args.step == "quota" else out.with_name(f"{out.stem}.quota{out.suffix}")
+        targets.append((qpath, export_quota(rnd, args.export)))
+    for path, text in targets:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise GfsError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        print(f"wrote {path}")
+    return 0
+
+
+# ---- text output ---------------------------------------------------------------------------
+def _ids(ids: list[int], limit: int) -> str:
+    shown = ", ".join(str(j) for j in ids[:limit])
+    more = len(ids) - limit
+    return (shown + (f", … (+{more})" if more > 0 else "")) or "—"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.2f} %"
+
+
+def _num(x: float | None, fmt: str = ",.1f") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                             enumerate(zip(r, widths, strict=True))) for r in rows]
+
+
+def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
+    from gfs_opt.model import MILLI
+
+    lines = [f"{title}  (time {rnd.time:g} s; {rnd.state.n_nodes} nodes, {rnd.state.n_gpus} GPUs; "
+             f"pending {len(rnd.pending_hp)} HP / {len(rnd.pending_lp)} LP; running {len(rnd.running)})"]
+    qg, qm = res.quota_greedy, res.quota_milp
+    if qg or qm:
+        lines.append("")
+        lines.append("spot quota / LP admission")
+        keys = sorted(set((qg.quotas if qg else {}) | (qm.quotas if qm else {})))
+        rows = [["pool", "class h", *(["rule quota"] if qg else []), *(["MILP quota"] if qm else [])]]
+        for key in keys:
+            rows.append([key[0], f"{key[1]:g}",
+                         *([_num(qg.quotas[key] / MILLI, ",.3f") if key in qg.quotas else "—"] if qg else []),
+                         *([_num(qm.quotas[key] / MILLI, ",.3f") if key in qm.quotas else "—"] if qm else [])])
+        lines += _table(rows)
+        for name, adm, val, extra in (
+                [("greedy", qg.admitted, qg.value,
+                  "" if qg.feasible else "  (breaks the scenario chance constraint)")] if qg else []) + (
+                [("MILP", qm.admitted, qm.value, "")] if qm else []):
+            gpus = sum(rnd.jobs[j].demand for j in adm) / MILLI
+            lines.append(f"  admitted ({name}): {len(adm)} jobs, {gpus:g} GPUs, value {val:,.2f}{extra}")
+            lines.append(f"    ids: {_ids(adm, limit)}")
+        if qm:
+            lines.append(f"  report: {_report(qm.report)}")
+        if res.quota_gap() is not None:
+            lines.append(f"  greedy gap to MILP value: {_pct(res.quota_gap())}")
+    pg, pm = res.preempt_greedy, res.preempt_milp
+    if pg or pm:
+        lines.append("")
+        lines.append("HP placement / preemption")
+        rows = [["method", "HP placed", "GPUs", "value P", "evict cost C", "victims", "time s", "status"]]
+        if pg:
+            s = pg.score
+            rows.append(["greedy", str(len(pg.decision.placements)), f"{s.placed_gpus:g}",
+                         f"{s.placed / MILLI:,.3f}", f"{s.eviction_cost:,.1f}", str(s.victims),
+                         f"{pg.time_s:.3f}", "ok" if not pg.problems else "INFEASIBLE"])
+        if pm:
+            s = pm.score
+            rep = pm.decision.reports[-1]
+            rows.append(["MILP", str(len(pm.decision.placements)), f"{s.placed_gpus:g}",
+                         f"{s.placed / MILLI:,.3f}", f"{s.eviction_cost:,.1f}", str(s.victims),
+                         f"{rep.time_s:.3f}", rep.status + (" (fallback)" if rep.fallback else "")])
+        lines += _table(rows)
+        if pm:
+            lines.append(f"  report: {_report(pm.decision.reports[-1])}")
+        if res.placed_gap() is not None:
+            lines.append(f"  greedy gap: P {_pct(res.placed_gap())} below MILP "
+                         f"({_pct(res.placed_gap(True))} below bound); eviction cost "
+                         + ("n/a (different HP sets)" if res.cost_excess() is None
+                            else f"{_pct(res.cost_excess())} above MILP"))
+        if pg and pg.problems:
+            lines.append(f"  greedy problems: {'; '.join(pg.problems[:3])}")
+        for name, dec in ([("greedy", pg.decision)] if pg else []) + ([("MILP", pm.decision)] if pm else []):
+            lines.append(f"  {name} placements:")
+            items = sorted(dec.placements.items())
+            for jid, pl in items[:limit]:
+                job = rnd.jobs[jid]
+                where = " ".join(f"{rnd.state.node_names[n]}:{','.join(map(str, g))}" for n, g in pl)
+                lines.append(f"    {jid:>8}  {job.g / MILLI:g}×{job.workers}  {where}")
+            if len(items) > limit:
+                lines.append(f"    … (+{len(items) - limit})")
+            lines.append(f"  {name} victims: {_ids(sorted(dec.victims), limit)}")
+    return "\n".join(lines)
+
+
+def _report(r: Any) -> str:
+    parts = [f"{r.method} {r.status}", f"objective {_num(r.objective, ',.3f')}",
+             f"bound {_num(r.bound, ',.3f')}", f"gap {_pct(r.gap)}", f"{r.time_s:.3f} s", r.solver]
+    if r.fallback:
+        parts.append("FALLBACK to greedy")
+    if r.message:
+        parts.append(r.message)
+    return " | ".join(parts)

@@ -1,0 +1,1 @@
+"""Independent re-implementations used to cross-check the exact models (PuLP/CBC)."""

@@ -1,0 +1,161 @@
+"""Run one simulation from a plain spec and keep its results as tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gfs_opt.errors import GfsError
+from gfs_opt.experiments.setups import SETUPS, lp_window, parse_time
+from gfs_opt.model import Params
+from gfs_opt.policies import make_policy
+from gfs_opt.sim.engine import SimConfig, Simulator
+from gfs_opt.sim.metrics import per_class, per_pool, summarize
+from gfs_opt.traces.base import Trace
+
+
+@dataclass
+class RunSpec:
+    """Everything that defines one simulation (hashable into a sweep cell)."""
+
+    trace: str = "small"
+    policy: str = "gfs"
+    policy_options: dict[str, Any] = field(default_factory=dict)
+    window: tuple[str | float, str | float] | None = None
+    replay_from: str | float | None = None
+    pools: tuple[str, ...] | None = None
+    lp_load: float = 1.0
+    seed: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    check_invariants: bool = False
+    drain_days: float = 3.0
+    price_per_gpu_hour: float = 2.0
+
+    @classmethod
+    def from_setup(cls, setup: str, **kw: Any) -> RunSpec:
+        try:
+            s = SETUPS[setup]
+        except KeyError:
+            raise GfsError(f"unknown setup '{setup}'; choose from {', '.join(SETUPS)}") from None
+        base: dict[str, Any] = {"trace": s.trace, "window": s.window, "replay_from": s.replay_from,
+                                "pools": s.pools}
+        base.update({k: v for k, v in kw.items() if v is not None})
+        return cls(**base)
+
+
+@dataclass
+class RunOutput:
+    spec: RunSpec
+    summary: dict[str, Any]
+    per_class: pd.DataFrame
+    per_pool: pd.DataFrame
+    timeseries: pd.DataFrame
+    jobs: pd.DataFrame
+    quotas: pd.DataFrame
+    wall_s: float
+    events: int
+
+    def write(self, out: Path) -> None:
+        """Write every table; each file appears whole or not at all."""
+        out.mkdir(parents=True, exist_ok=True)
+        _atomic_text(out / "summary.json", json.dumps(
+            {"spec": asdict(self.spec), "summary": self.summary, "wall_s": self.wall_s,
+             "events": self.events}, indent=2, default=_json_default))
+        for name, df in (("per_class", self.per_class), ("per_pool", self.per_pool),
+                         ("timeseries", self.timeseries), ("jobs", self.jobs),
+                         ("quota_log", self.quotas)):
+            _atomic_csv(out / f"{name}.csv", df)
+
+
+def _json_default(o: object) -> object:
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    if hasattr(o, "item"):
+        return o.item()  # numpy scalars
+    return str(o)
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _atomic_csv(path: Path, df: pd.DataFrame) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    df.to_csv(tmp, index=df.index.name is not None)
+    os.replace(tmp, path)
+
+
+def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
+    """Load, restrict and scale the trace; returns it with the scored window in seconds."""
+    from gfs_opt.traces.load import load_trace
+
+    trace = load_trace(spec.trace, seed=spec.seed)
+    if spec.window is not None:
+        lo = parse_time(spec.window[0], trace.origin)
+        hi = parse_time(spec.window[1], trace.origin)
+        assert lo is not None and hi is not None
+        if hi <= lo:
+            raise GfsError(f"window end {spec.window[1]} is not after its start {spec.window[0]}")
+    else:
+        lo, hi = lp_window(trace)
+    start = parse_time(spec.replay_from, trace.origin)
+    if start is not None:
+        if start > lo:
+            raise GfsError("the replay must start before the scored window")
+        trace = trace.replay_from(start)
+    try:
+        trace = trace.select(pools=list(spec.pools) if spec.pools else None, lp_window=(lo, hi),
+                             lp_load=spec.lp_load, seed=spec.seed)
+    except ValueError as exc:
+        raise GfsError(str(exc)) from None
+    if trace.jobs.empty:
+        raise GfsError("no jobs left after selecting pools and window")
+    return trace, lo, hi
+
+
+def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float] | None = None,
+        desc: str | None = None) -> RunOutput:
+    trace_, lo, hi = trace or prepare_trace(spec)
+    params = Params(**spec.params) if spec.params else Params()
+    policy = make_policy(spec.policy, **spec.policy_options)
+    cfg = SimConfig(eval_start=lo, eval_end=hi, drain_s=spec.drain_days * 86_400.0,
+                    check_invariants=spec.check_invariants)
+    sim = Simulator(trace_, policy, params, cfg)
+    callback, bar = None, None
+    if progress:
+        from tqdm.auto import tqdm
+
+        t_first = float(trace_.jobs["submit"].min())
+        total_days = (hi + cfg.drain_s - t_first) / 86_400.0
+        bar = tqdm(total=round(total_days, 1), unit="sim-day", desc=desc or spec.policy,
+                   leave=False, dynamic_ncols=True)
+
+        def callback(t: float, events: int) -> None:
+            done = round((t - t_first) / 86_400.0, 1)
+            bar.update(max(0.0, min(done, bar.total) - bar.n))
+            elapsed = bar.format_dict.get("elapsed") or 1e-9
+            bar.set_postfix(events_per_s=f"{events / elapsed:,.0f}", refresh=False)
+    try:
+        res = sim.run(callback)
+    finally:
+        if bar is not None:
+            bar.close()
+    rec = res.recorder
+    summary = summarize(rec, spec.price_per_gpu_hour)
+    summary.update({"policy": spec.policy, "policy_options": res.options, "wall_s": res.wall_s,
+                    "events": res.events, "events_per_s": res.events / max(res.wall_s, 1e-9),
+                    "trace_notes": trace_.notes})
+    return RunOutput(spec, summary, per_class(rec), per_pool(rec), rec.timeseries(),
+                     rec.jobs if rec.jobs is not None else pd.DataFrame(), rec.quota_table(),
+                     res.wall_s, res.events)

@@ -1,0 +1,66 @@
+"""Named simulation setups: which trace, where the replay starts, which window is scored."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from gfs_opt.errors import GfsError
+from gfs_opt.traces.base import Trace
+
+#: LP load levels (multipliers of the trace's LP arrivals; see `Trace.select` for the method)
+LOADS: dict[str, float] = {"low": 0.5, "medium": 1.0, "high": 2.0}
+
+
+@dataclass(frozen=True)
+class SimSetup:
+    trace: str
+    window: tuple[str, str] | None = None      # scored window [start, end), dates or seconds
+    replay_from: str | None = None             # start of the replay (warm-up) if not t = 0
+    pools: tuple[str, ...] | None = None
+    loads: dict[str, float] = field(default_factory=lambda: dict(LOADS))
+    about: str = ""
+
+
+SETUPS: dict[str, SimSetup] = {
+    "small": SimSetup("small", about="demo: A10 + A100 at 2.5 % scale, LP in the last week"),
+    "paper-a100": SimSetup(
+        "paper-a100", window=("2024-08-01", "2024-09-01"), replay_from="2024-07-04",
+        about="the paper's 2,296-GPU A100 cluster; four weeks of warm-up, August scored"),
+    "full": SimSetup(
+        "synthetic", window=("2024-08-01", "2024-09-01"),
+        about="full-scale synthetic trace, March–August replayed, August scored"),
+    "ref-toy": SimSetup("ref-toy", window=("2024-03-11", "2024-03-13"),
+                        about="24-node toy trace in the Alibaba schema, scored 2024-03-11..12"),
+}
+
+
+def parse_time(value: str | float | None, origin: pd.Timestamp) -> float | None:
+    """A date (YYYY-MM-DD[ HH:MM]) or seconds since the trace origin → seconds."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return float((pd.Timestamp(text) - origin).total_seconds())
+    except (ValueError, TypeError):
+        raise GfsError(f"'{value}' is neither a date (YYYY-MM-DD) nor seconds") from None
+
+
+def lp_window(trace: Trace) -> tuple[float, float]:
+    """Default scored window: whole days spanning the trace's LP submissions (or all jobs)."""
+    jobs = trace.jobs
+    lp = jobs[jobs["cls"] == "LP"]
+    src = lp if len(lp) else jobs
+    if src.empty:
+        raise GfsError("the trace has no jobs")
+    lo = math.floor(src["submit"].min() / 86_400) * 86_400
+    hi = (math.floor(src["submit"].max() / 86_400) + 1) * 86_400
+    return float(lo), float(hi)

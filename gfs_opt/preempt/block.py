@@ -1,0 +1,363 @@
+"""Exact GPU-level placement of a batch of gangs, as a reusable MathOpt block.
+
+Used by the preemption MILP (pending HP, LP victims allowed) and by the admission MILP with
+packing (pending LP, no victims). The block adds variables and constraints to a model and
+exposes ``u[j]`` (job j placed) and ``z[j]`` (running LP job j evicted); objectives are the
+callers' business. Exact and still small because of three reductions:
+
+* **job types** — pending jobs of one pool with equal (g, w) are interchangeable for placement,
+  so workers are counted per type t (``y[t,n]`` whole-GPU workers on node n, ``q[t,s]``
+  fractional workers on GPU slot s) and only *which* jobs are placed is per job (``u[j]``);
+* **GPU classes** — GPUs of one node with the same usage and the same evictable LP jobs are
+  interchangeable; a class of N GPUs gets ``min(N, F)`` individual *slots* (F = fractional
+  workers pending in the pool: no more GPUs of a class can ever host them) and one integer
+  ``E`` for the rest, which can only be taken whole;
+* **candidate nodes** (optional, large rounds) — per type, the top-K nodes by an eviction-cost
+  estimate, plus ``keep`` nodes (the greedy's) so that the greedy answer stays feasible.
+
+Per slot s of class c:  ``1000·e_s + Σ_t g_t·q[t,s] − Σ_{j∈LP(c)} m_j·z_j ≤ room_c`` — a whole
+GPU needs the slot empty after evictions, fractional workers share what is left. Per node:
+``Σ_t k_t·y[t,n] = Σ_s e_s + Σ_c E_c`` with ``E_c ≤ (N_c − S_c)·z_j`` for every LP job j on c.
+Per type: ``Σ workers = w_t · Σ_{j∈t} u_j`` (gangs are all or nothing).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ortools.math_opt.python import mathopt
+
+from gfs_opt.model import (
+    MILLI,
+    Decision,
+    JobClass,
+    Placement,
+    Round,
+    WorkerPlacement,
+    gpus_per_worker,
+)
+
+TypeKey = tuple[str, int, int]  # (pool, g milli per worker, workers)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockOptions:
+    """``candidates``: None = automatic, 0 = all nodes, K = top-K nodes per job type."""
+
+    candidates: int | None = None
+    auto_pairs: int = 6000               # automatic restriction above this many (type, node) pairs
+    auto_k: int = 32
+    symmetry_breaking: bool = True
+
+
+DEFAULT_BLOCK_OPTIONS = BlockOptions()
+
+
+@dataclass(slots=True)
+class GpuClass:
+    """Interchangeable GPUs of one node: same usage, same evictable LP jobs."""
+
+    node: int
+    gpus: list[int]                      # node-local indices
+    room: int                            # 1000 − used: free milli now
+    fixed: int                           # milli that no eviction can free (HP, protected LP)
+    lp: tuple[tuple[int, int], ...]      # evictable (job id, milli on each GPU of the class)
+    n_slots: int = 0
+    slot_vars: list[tuple[mathopt.Variable | None, dict[TypeKey, mathopt.Variable]]] = field(
+        default_factory=list)
+    rest: mathopt.Variable | None = None  # E: whole GPUs taken among gpus[n_slots:]
+
+
+@dataclass(slots=True)
+class Block:
+    types: dict[TypeKey, list[int]]                 # type → job ids
+    u: dict[int, mathopt.Variable]
+    y: dict[tuple[TypeKey, int], mathopt.Variable]  # whole-GPU workers of type on node
+    z: dict[int, mathopt.Variable]
+    classes: list[GpuClass]
+    restricted: bool
+    n_pairs: int                                    # (type, node) pairs before any restriction
+
+
+class DecodeError(RuntimeError):
+    """The solver's values do not describe a placement (a modelling bug, never user input)."""
+
+
+def type_of(rnd: Round, jid: int) -> TypeKey:
+    job = rnd.jobs[jid]
+    return (job.pool, job.g, job.workers)
+
+
+def tname(t: TypeKey) -> str:
+    pool = "".join(ch if ch.isalnum() else "_" for ch in t[0])
+    return f"{pool}_g{t[1]}_w{t[2]}"
+
+
+def evictable_lp(rnd: Round, protect: bool) -> dict[int, list[tuple[int, int]]]:
+    """Evictable LP jobs per GPU (global index) with their milli on it."""
+    st = rnd.state
+    milli: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for jid, run in rnd.running.items():
+        if run.job.cls is not JobClass.LP or (protect and run.in_window(rnd.time)):
+            continue
+        m = run.job.g if run.job.g < MILLI else MILLI
+        for node, gpus in run.placement:
+            for lg in gpus:    # two fractional workers of one job may share a GPU
+                milli[int(st.node_first_gpu[node]) + lg][jid] += m
+    return {gi: sorted(jobs.items()) for gi, jobs in milli.items()}
+
+
+def node_classes(rnd: Round, node: int, per_gpu: Mapping[int, list[tuple[int, int]]]) -> list[GpuClass]:
+    st = rnd.state
+    base = int(st.node_first_gpu[node])
+    groups: dict[tuple, list[int]] = {}
+    for lg in range(int(st.node_gpus[node])):
+        gi = base + lg
+        lp = tuple(sorted(per_gpu.get(gi, ())))
+        groups.setdefault((int(st.gpu_used[gi]), lp), []).append(lg)
+    out = [GpuClass(node, gpus, MILLI - used, used - sum(m for _, m in lp), lp)
+           for (used, lp), gpus in groups.items()]
+    return sorted(out, key=lambda c: c.gpus[0])
+
+
+def _free_cost(cls: GpuClass, cost: Mapping[int, float]) -> float:
+    return sum(cost.get(j, 0.0) for j, _ in cls.lp)
+
+
+def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t: TypeKey,
+                    cost: Mapping[int, float], k_limit: int | None, keep: set[int]) -> list[int]:
+    """Nodes that can host a worker of type t, cheapest first; cut to ``k_limit + w`` (+ ``keep``)."""
+    _pool, g, w = t
+    scored: list[tuple[float, int]] = []
+    for n in pool_nodes:
+        if g >= MILLI:
+            k = gpus_per_worker(g)
+            per = sorted(c for cl in classes[n] if cl.fixed == 0
+                         for c in [0.0 if cl.room == MILLI else _free_cost(cl, cost)] * len(cl.gpus))
+            if len(per) >= k:
+                scored.append((sum(per[:k]), n))
+        else:
+            opts = [0.0 if cl.room >= g else _free_cost(cl, cost)
+                    for cl in classes[n] if MILLI - cl.fixed >= g]
+            if opts:
+                scored.append((min(opts), n))
+    scored.sort()
+    if not k_limit:
+        return [n for _, n in scored]
+    top = {n for _, n in scored[: k_limit + w]}
+    return [n for _, n in scored if n in top or n in keep]
+
+
+def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: bool, protect: bool,
+                cost: Mapping[int, float], opts: BlockOptions = DEFAULT_BLOCK_OPTIONS,
+                keep: set[int] | None = None) -> Block:
+    """Add the placement of ``jobs`` (pending, any class) to ``m``; LP victims iff ``evict``."""
+    st = rnd.state
+    keep = keep or set()
+    types: dict[TypeKey, list[int]] = defaultdict(list)
+    for jid in jobs:
+        if rnd.jobs[jid].pool in st.pool_index:
+            types[type_of(rnd, jid)].append(jid)
+    types = {t: sorted(js) for t, js in sorted(types.items())}
+    per_gpu = evictable_lp(rnd, protect) if evict else {}
+
+    classes: dict[int, list[GpuClass]] = {}
+    for p in sorted({t[0] for t in types}):
+        lo, hi = st.pool_slice(p)
+        for n in range(lo, hi):
+            classes[n] = node_classes(rnd, n, per_gpu)
+
+    def candidates(k_limit: int | None) -> dict[TypeKey, list[int]]:
+        return {t: candidate_nodes(range(*st.pool_slice(t[0])), classes, t, cost, k_limit, keep)
+                for t in types}
+
+    pairs = candidates(None)
+    n_pairs = sum(len(v) for v in pairs.values())
+    k_limit = opts.candidates
+    if k_limit is None:
+        k_limit = opts.auto_k if n_pairs > opts.auto_pairs else 0
+    if k_limit:
+        pairs = candidates(k_limit)
+
+    u = {j: m.add_binary_variable(name=f"u_{j}") for js in types.values() for j in js}
+    y: dict[tuple[TypeKey, int], mathopt.Variable] = {}
+    z: dict[int, mathopt.Variable] = {}
+
+    def zvar(j: int) -> mathopt.Variable:
+        if j not in z:
+            z[j] = m.add_binary_variable(name=f"z_{j}")
+        return z[j]
+
+    frac_workers: dict[str, int] = defaultdict(int)
+    for t, js in types.items():
+        if t[1] < MILLI:
+            frac_workers[t[0]] += t[2] * len(js)
+    whole_at: dict[int, list[TypeKey]] = defaultdict(list)
+    frac_at: dict[int, list[TypeKey]] = defaultdict(list)
+    for t, nodes in pairs.items():
+        for n in nodes:
+            (whole_at if t[1] >= MILLI else frac_at)[n].append(t)
+
+    used_classes: list[GpuClass] = []
+    frac_terms: dict[TypeKey, list[mathopt.Variable]] = defaultdict(list)
+    for n in sorted(set(whole_at) | set(frac_at)):
+        wt, ft = whole_at.get(n, []), frac_at.get(n, [])
+        pool = st.pools[int(st.node_pool[n])]
+        whole_supply: list[mathopt.Variable] = []
+        for cl in classes[n]:
+            can_whole = bool(wt) and cl.fixed == 0
+            frac_here = [t for t in ft if MILLI - cl.fixed >= t[1]]
+            if not can_whole and not frac_here:
+                continue
+            freed = [(zvar(j), mm) for j, mm in cl.lp]
+            cl.n_slots = min(len(cl.gpus), frac_workers[pool]) if frac_here else 0
+            loads = []
+            for s in range(cl.n_slots):
+                tag = f"{n}_{cl.gpus[s]}"
+                e = m.add_binary_variable(name=f"e_{tag}") if can_whole else None
+                qs = {t: m.add_integer_variable(lb=0, ub=(MILLI - cl.fixed) // t[1],
+                                                name=f"q_{tname(t)}_{tag}") for t in frac_here}
+                load = mathopt.fast_sum([MILLI * e] if e is not None else []) + \
+                    mathopt.fast_sum(t[1] * q for t, q in qs.items())
+                m.add_linear_constraint(
+                    load - mathopt.fast_sum(mm * zv for zv, mm in freed) <= cl.room,
+                    name=f"gpucap_{tag}")
+                cl.slot_vars.append((e, qs))
+                loads.append(load)
+                if e is not None:
+                    whole_supply.append(e)
+                for t, q in qs.items():
+                    frac_terms[t].append(q)
+            if opts.symmetry_breaking:   # slots of a class are interchangeable: order by load
+                for s in range(1, len(loads)):
+                    m.add_linear_constraint(loads[s - 1] <= loads[s], name=f"sym_{n}_{cl.gpus[s]}")
+            rest = len(cl.gpus) - cl.n_slots
+            if can_whole and rest > 0:
+                cl.rest = m.add_integer_variable(lb=0, ub=rest, name=f"E_{n}_{cl.gpus[0]}")
+                for zv, _mm in freed:
+                    m.add_linear_constraint(cl.rest <= rest * zv, name=f"free_{n}_{cl.gpus[0]}_{zv.name}")
+                whole_supply.append(cl.rest)
+            used_classes.append(cl)
+        if wt:
+            for t in wt:
+                k = gpus_per_worker(t[1])
+                y[(t, n)] = m.add_integer_variable(
+                    lb=0, ub=min(t[2] * len(types[t]), int(st.node_gpus[n]) // k),
+                    name=f"y_{tname(t)}_{n}")
+            m.add_linear_constraint(
+                mathopt.fast_sum(gpus_per_worker(t[1]) * y[(t, n)] for t in wt)
+                == mathopt.fast_sum(whole_supply), name=f"whole_{n}")
+
+    for t, js in types.items():
+        workers = [y[(t, n)] for n in pairs[t] if (t, n) in y] if t[1] >= MILLI else frac_terms[t]
+        m.add_linear_constraint(
+            mathopt.fast_sum(workers) == t[2] * mathopt.fast_sum(u[j] for j in js),
+            name=f"gang_{tname(t)}")
+    return Block(types, u, y, z, used_classes, bool(k_limit), n_pairs)
+
+
+def decode_block(rnd: Round, b: Block, value: Mapping[mathopt.Variable, float]
+                 ) -> tuple[dict[int, Placement], list[int]]:
+    """Placements (node + local GPU indices) and victims from solver values."""
+    def iv(var: mathopt.Variable | None) -> int:
+        return 0 if var is None else round(value.get(var, 0.0))
+
+    whole_gpus: dict[int, list[int]] = defaultdict(list)
+    frac_pos: dict[TypeKey, list[WorkerPlacement]] = defaultdict(list)
+    for cl in b.classes:
+        for s, (e, qs) in enumerate(cl.slot_vars):
+            if iv(e):
+                whole_gpus[cl.node].append(cl.gpus[s])
+            for t, q in qs.items():
+                frac_pos[t].extend([(cl.node, (cl.gpus[s],))] * iv(q))
+        whole_gpus[cl.node].extend(cl.gpus[cl.n_slots:cl.n_slots + iv(cl.rest)])
+    whole_pos: dict[TypeKey, list[WorkerPlacement]] = defaultdict(list)
+    for (t, n), var in b.y.items():
+        k = gpus_per_worker(t[1])
+        for _ in range(iv(var)):
+            take, whole_gpus[n] = whole_gpus[n][:k], whole_gpus[n][k:]
+            if len(take) < k:
+                raise DecodeError(f"node {n}: fewer whole GPUs than workers need")
+            whole_pos[t].append((n, tuple(sorted(take))))
+    placements: dict[int, Placement] = {}
+    for t, js in b.types.items():
+        pos = whole_pos[t] if t[1] >= MILLI else frac_pos[t]
+        placed = [j for j in js if iv(b.u[j])]
+        if len(pos) != t[2] * len(placed):
+            raise DecodeError(f"type {t}: {len(pos)} worker slots for {len(placed)} gangs")
+        for idx, j in enumerate(placed):
+            placements[j] = tuple(pos[idx * t[2]:(idx + 1) * t[2]])
+    victims = sorted(j for j, v in b.z.items() if iv(v))
+    return placements, drop_idle_victims(rnd, placements, victims)
+
+
+def drop_idle_victims(rnd: Round, placements: Mapping[int, Placement], victims: list[int]) -> list[int]:
+    """Keep only victims with a GPU that a new placement uses (others were evicted for nothing)."""
+    touched = {(n, g) for pl in placements.values() for n, gpus in pl for g in gpus}
+    return [j for j in victims
+            if any((n, g) in touched for n, gpus in rnd.running[j].placement for g in gpus)]
+
+
+def block_hint(rnd: Round, b: Block, decision: Decision) -> dict[mathopt.Variable, float] | None:
+    """Block values reproducing ``decision`` (e.g. the greedy's), or None if it has no image.
+
+    Slots of a class are filled in increasing load (empty, fractional, whole) to satisfy the
+    symmetry-breaking order. Variables outside the block are left to the caller.
+    """
+    st = rnd.state
+    h: dict[mathopt.Variable, float] = {v: 0.0 for v in b.u.values()}
+    h.update({v: 0.0 for v in b.y.values()})
+    h.update({v: 0.0 for v in b.z.values()})
+    whole: set[int] = set()
+    frac: dict[int, dict[TypeKey, int]] = defaultdict(lambda: defaultdict(int))
+    for jid, pl in decision.placements.items():
+        if jid not in b.u:
+            continue
+        h[b.u[jid]] = 1.0
+        t = type_of(rnd, jid)
+        for n, gpus in pl:
+            if t[1] >= MILLI:
+                if (t, n) not in b.y:
+                    return None
+                h[b.y[(t, n)]] += 1.0
+                whole.update(int(st.node_first_gpu[n]) + g for g in gpus)
+            else:
+                frac[int(st.node_first_gpu[n]) + gpus[0]][t] += 1
+    seen: set[int] = set()
+    for cl in b.classes:
+        base = int(st.node_first_gpu[cl.node])
+        gl = [base + g for g in cl.gpus]
+        seen.update(gl)
+        fr = sorted((g for g in gl if g in frac), key=lambda g: sum(t[1] * c for t, c in frac[g].items()))
+        wh = [g for g in gl if g in whole]
+        if len(fr) > cl.n_slots:
+            return None
+        ws = min(len(wh), cl.n_slots - len(fr))
+        slots: list[int | None] = [None] * (cl.n_slots - len(fr) - ws) + fr + wh[:ws]
+        for (e, qs), g in zip(cl.slot_vars, slots, strict=True):
+            if e is not None:
+                h[e] = 0.0
+            for q in qs.values():
+                h[q] = 0.0
+            if g is None:
+                continue
+            if g in whole:
+                if e is None:
+                    return None
+                h[e] = 1.0
+            for t, c in frac.get(g, {}).items():
+                if t not in qs:
+                    return None
+                h[qs[t]] = float(c)
+        if cl.rest is not None:
+            h[cl.rest] = float(len(wh) - ws)
+        elif len(wh) > ws:
+            return None
+    if not (whole | set(frac)) <= seen:
+        return None
+    for j in decision.victims:
+        if j in b.z:
+            h[b.z[j]] = 1.0
+    return h

@@ -1,0 +1,168 @@
+"""Run the greedy and/or exact steps on one `Round` and compare them (used by `gfs-opt solve`
+and benchmarks/bench_milp.py). Plain data out; printing lives in the command module."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gfs_opt.model import MILLI, Decision, Round
+from gfs_opt.preempt.milp import (
+    DEFAULT_PREEMPT_OPTIONS,
+    PreemptOptions,
+    PreemptResult,
+    solve_preemption,
+)
+from gfs_opt.preempt.objective import PreemptScore, check_decision, score
+from gfs_opt.quota.milp import (
+    DEFAULT_QUOTA_OPTIONS,
+    QuotaOptions,
+    QuotaResult,
+    admission_problems,
+    admission_value,
+    solve_quota,
+)
+from gfs_opt.solve import DEFAULT_SOLVER, SolverOptions
+
+METHODS = ("greedy", "milp", "both")
+STEPS = ("all", "quota", "preemption")
+
+
+@dataclass(slots=True)
+class GreedyQuota:
+    quotas: dict[tuple[str, float], int]
+    admitted: list[int]
+    value: float
+    time_s: float
+    feasible: bool          # within the MILP's chance constraint
+
+
+@dataclass(slots=True)
+class GreedyPreempt:
+    decision: Decision
+    score: PreemptScore
+    time_s: float
+    problems: list[str]
+
+
+@dataclass(slots=True)
+class RoundResult:
+    method: str
+    quota_greedy: GreedyQuota | None = None
+    quota_milp: QuotaResult | None = None
+    preempt_greedy: GreedyPreempt | None = None
+    preempt_milp: PreemptResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    # -- gaps of the greedy to the exact answer ------------------------------------------------
+    def quota_gap(self) -> float | None:
+        if self.quota_greedy is None or self.quota_milp is None:
+            return None
+        best = self.quota_milp.value
+        return (best - self.quota_greedy.value) / best if best > 0 else 0.0
+
+    def placed_gap(self, to_bound: bool = False) -> float | None:
+        """(P* − P_greedy)/P*: HP value the greedy leaves unplaced (vs MILP objective or bound)."""
+        g, m = self.preempt_greedy, self.preempt_milp
+        if g is None or m is None:
+            return None
+        best = float(m.score.placed)
+        if to_bound and m.phase1 is not None and m.phase1.bound is not None:
+            best = max(best, m.phase1.bound)
+        return (best - g.score.placed) / best if best > 0 else 0.0
+
+    def cost_excess(self) -> float | None:
+        """(C_greedy − C*)/C* when both place the same HP value (else None)."""
+        g, m = self.preempt_greedy, self.preempt_milp
+        if g is None or m is None or g.score.placed != m.score.placed:
+            return None
+        c = m.score.eviction_cost
+        return (g.score.eviction_cost - c) / c if c > 0 else (0.0 if g.score.eviction_cost == 0 else None)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method}
+        if self.quota_greedy or self.quota_milp:
+            q: dict[str, Any] = {}
+            if self.quota_greedy:
+                g = self.quota_greedy
+                q["greedy"] = {"quotas": _quotas(g.quotas), "admitted": g.admitted,
+                               "value": g.value, "time_s": g.time_s, "chance_feasible": g.feasible}
+            if self.quota_milp:
+                m = self.quota_milp
+                q["milp"] = {"quotas": _quotas(m.quotas), "admitted": m.admitted, "value": m.value,
+                             "report": m.report.as_dict()}
+            if self.quota_gap() is not None:
+                q["greedy_gap"] = self.quota_gap()
+            out["quota"] = q
+        if self.preempt_greedy or self.preempt_milp:
+            p: dict[str, Any] = {}
+            if self.preempt_greedy:
+                p["greedy"] = _decision(self.preempt_greedy.decision, self.preempt_greedy.score)
+                p["greedy"]["time_s"] = self.preempt_greedy.time_s
+                p["greedy"]["problems"] = self.preempt_greedy.problems
+            if self.preempt_milp:
+                p["milp"] = _decision(self.preempt_milp.decision, self.preempt_milp.score)
+            if self.placed_gap() is not None:
+                p["greedy_gap"] = {"placed": self.placed_gap(), "placed_to_bound": self.placed_gap(True),
+                                   "eviction_cost_excess": self.cost_excess()}
+            out["preemption"] = p
+        if self.notes:
+            out["notes"] = self.notes
+        return out
+
+
+def _quotas(q: dict[tuple[str, float], int]) -> list[dict[str, Any]]:
+    return [{"pool": p, "class_h": d, "gpus": v / MILLI} for (p, d), v in sorted(q.items())]
+
+
+def _decision(d: Decision, s: PreemptScore) -> dict[str, Any]:
+    return {
+        "placements": {str(j): [[n, list(g)] for n, g in pl] for j, pl in sorted(d.placements.items())},
+        "victims": sorted(d.victims),
+        "placed_value": s.placed, "placed_gpus": s.placed_gpus, "eviction_cost": s.eviction_cost,
+        "reports": [r.as_dict() for r in d.reports],
+    }
+
+
+def run_greedy_quota(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> GreedyQuota:
+    from gfs_opt.quota.admission import greedy_admission
+    from gfs_opt.quota.rule import rule_quotas
+
+    t0 = time.perf_counter()
+    quotas = rule_quotas(rnd)
+    admitted = greedy_admission(rnd, quotas)
+    elapsed = time.perf_counter() - t0
+    return GreedyQuota(quotas, admitted, admission_value(rnd, admitted, opts), elapsed,
+                       not admission_problems(rnd, admitted, opts))
+
+
+def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS) -> GreedyPreempt:
+    from gfs_opt.preempt.greedy import hp_pass
+
+    t0 = time.perf_counter()
+    decision = hp_pass(rnd)
+    elapsed = time.perf_counter() - t0
+    return GreedyPreempt(decision, score(rnd, decision, opts.objective), elapsed,
+                         check_decision(rnd, decision))
+
+
+def solve_round(rnd: Round, method: str = "both", step: str = "all",
+                solver: SolverOptions = DEFAULT_SOLVER,
+                preempt_opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
+                quota_opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> RoundResult:
+    """Greedy, MILP or both, for the quota step, the preemption step or both."""
+    res = RoundResult(method)
+    if step in ("all", "quota"):
+        if method in ("greedy", "both"):
+            res.quota_greedy = run_greedy_quota(rnd, quota_opts)
+        if method in ("milp", "both"):
+            greedy = res.quota_greedy.admitted if res.quota_greedy else None
+            res.quota_milp = solve_quota(rnd, quota_opts, solver, greedy=greedy)
+    if step in ("all", "preemption"):
+        if method in ("greedy", "both"):
+            res.preempt_greedy = run_greedy_preempt(rnd, preempt_opts)
+        if method in ("milp", "both"):
+            greedy_d = res.preempt_greedy.decision if res.preempt_greedy else None
+            res.preempt_milp = solve_preemption(rnd, preempt_opts, solver, greedy=greedy_d)
+    return res

@@ -1,0 +1,249 @@
+"""Forecasters: interface contract, known-seasonality recovery, nominal quantile coverage.
+
+Prophet fits cost ~0.1 s each, so Prophet tests use few, short series.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
+from gfs_opt.errors import GfsError
+from gfs_opt.forecast import make_forecaster
+from gfs_opt.forecast.auto import AutoForecaster
+from gfs_opt.forecast.base import Forecaster, qcol
+from gfs_opt.forecast.baselines import PreviousWeekPeak, SeasonalNaive
+from gfs_opt.forecast.ets import SeasonalETS
+from gfs_opt.forecast.prophet_model import ProphetForecaster
+
+T0 = pd.Timestamp("2024-03-01")
+SIGMA = 2.0
+
+
+def pattern(hours: np.ndarray, level: float = 50.0, daily: float = 10.0,
+            weekly: float = 0.0) -> np.ndarray:
+    """Known truth: level + daily sine + optional weekly sine (hour 0 = midnight)."""
+    return (level + daily * np.sin(2 * np.pi * hours / 24)
+            + weekly * np.sin(2 * np.pi * hours / 168))
+
+
+def frame(n_hours: int, n_series: int = 1, seed: int = 0, sigma: float = SIGMA,
+          **kw: float) -> tuple[pd.DataFrame, np.ndarray]:
+    """Noisy series with the known pattern; returns (history, truth for the next 48 hours)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n_hours)
+    ds = T0 + pd.to_timedelta(t, unit="h")
+    parts = [pd.DataFrame({"ds": ds, "series": f"P|s{i}",
+                           "y": pattern(t, **kw) + rng.normal(0, sigma, n_hours)})
+             for i in range(n_series)]
+    future_truth = pattern(np.arange(n_hours, n_hours + 48), **kw)
+    return pd.concat(parts, ignore_index=True), future_truth
+
+
+def coverage_run(model_name: str, n_series: int, n_hours: int, horizon: int = 24,
+                 **params: object) -> tuple[float, float]:
+    """Fit once on many replicate series; (coverage of q0.9, RMSE of the mean vs the truth)."""
+    hist, truth = frame(n_hours, n_series, seed=7)
+    rng = np.random.default_rng(99)
+    model = make_forecaster(model_name, quantiles=(0.9,), **params).fit(hist)
+    pred = model.predict(horizon)
+    truth_h = np.tile(truth[:horizon], n_series)
+    actual = truth_h + rng.normal(0, SIGMA, len(truth_h))
+    cover = float(np.mean(actual <= pred["q0.9"].to_numpy()))
+    rmse = float(np.sqrt(np.mean((pred["mean"].to_numpy() - truth_h) ** 2)))
+    return cover, rmse
+
+
+# ---- contract, all models ------------------------------------------------------------------------
+FAST = ["week-peak", "seasonal-naive", "ets"]
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_prediction_frame_contract(name: str) -> None:
+    hist, _ = frame(24 * 10, n_series=2)
+    model = make_forecaster(name, quantiles=(0.1, 0.9), seed=3)
+    assert isinstance(model, Forecaster)
+    assert model.fit(hist) is model
+    pred = model.predict(5)
+    assert list(pred.columns) == ["series", "ds", "h", "mean", "std", "q0.1", "q0.9"]
+    assert len(pred) == 10
+    assert set(pred["h"]) == {1, 2, 3, 4, 5}
+    first = pred[pred["h"] == 1]["ds"].unique()
+    assert list(first) == [hist["ds"].max() + pd.Timedelta(hours=1)]
+    assert (pred["q0.1"] <= pred["q0.9"]).all()
+    assert (pred[["mean", "std", "q0.1", "q0.9"]] >= 0).all().all()
+    samples = model.predict_samples(5, 64)
+    assert set(samples) == {"P|s0", "P|s1"}
+    assert samples["P|s0"].shape == (64, 5)
+    again = make_forecaster(name, quantiles=(0.1, 0.9), seed=3).fit(hist).predict_samples(5, 64)
+    np.testing.assert_array_equal(samples["P|s0"], again["P|s0"])
+
+
+def test_factory_and_bad_input() -> None:
+    with pytest.raises(GfsError, match="unknown forecaster"):
+        make_forecaster("dlinear")
+    with pytest.raises(GfsError, match="forecaster 'ets'"):
+        make_forecaster("ets", nonsense=1)
+    with pytest.raises(GfsError, match="strictly between 0 and 1"):
+        make_forecaster("ets", quantiles=(1.2,))
+    model = make_forecaster("ets")
+    with pytest.raises(GfsError, match="not fitted"):
+        model.predict(3)
+    with pytest.raises(GfsError, match="lacks column"):
+        model.fit(pd.DataFrame({"ds": [T0], "y": [1.0]}))
+    with pytest.raises(GfsError, match="numeric"):
+        model.fit(pd.DataFrame({"ds": [T0], "series": ["a"], "y": ["lots"]}))
+    with pytest.raises(GfsError, match="whole hours"):
+        model.fit(pd.DataFrame({"ds": [T0 + pd.Timedelta(minutes=5)], "series": ["a"], "y": [1.0]}))
+    hist, _ = frame(48)
+    with pytest.raises(GfsError, match="positive number of hours"):
+        model.fit(hist).predict(0)
+
+
+def test_clone_and_params() -> None:
+    model = make_forecaster("seasonal-naive", season="weekly", quantiles=(0.8,))
+    twin = model.clone()
+    assert twin is not model and twin.get_params() == model.get_params()
+    assert "season='weekly'" in repr(model)
+
+
+def test_gaps_are_interpolated_and_duplicates_keep_the_max() -> None:
+    ds = T0 + pd.to_timedelta([0, 1, 3, 3], unit="h")
+    hist = pd.DataFrame({"ds": ds, "series": "a", "y": [1.0, 2.0, 4.0, 9.0]})
+    model = SeasonalNaive(season=1, std="zero").fit(hist)
+    np.testing.assert_allclose(model.series_["a"].y, [1.0, 2.0, 5.5, 9.0])
+
+
+# ---- naive baselines ---------------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0, 1000), min_size=170, max_size=400), st.integers(1, 30))
+def test_week_peak_repeats_last_week(values: list[float], horizon: int) -> None:
+    y = np.array(values)
+    hist = pd.DataFrame({"ds": T0 + pd.to_timedelta(np.arange(len(y)), unit="h"),
+                         "series": "x", "y": y})
+    pred = PreviousWeekPeak().fit(hist).predict(horizon)
+    expected = y[len(y) - 168 + np.arange(horizon)]
+    np.testing.assert_allclose(pred["mean"], expected)
+
+
+def test_seasonal_naive_std_is_the_rule_error_and_zero_option() -> None:
+    hist, _ = frame(24 * 14, sigma=SIGMA)
+    y = hist["y"].to_numpy()
+    pred = SeasonalNaive(season="daily").fit(hist).predict(30)
+    err = (y[24:] - y[:-24])[-28 * 24:]
+    assert pred["std"].iloc[0] == pytest.approx(np.sqrt(np.mean(err ** 2)))
+    # y_t − y_{t−24} of iid noise has sd σ√2
+    assert pred["std"].iloc[0] == pytest.approx(SIGMA * np.sqrt(2), rel=0.15)
+    # lead 25..30 reach back two days: their own (k = 2) error
+    assert pred["std"].iloc[-1] != pred["std"].iloc[0]
+    zero = SeasonalNaive(season="daily", std="zero").fit(hist).predict(5)
+    assert (zero["std"] == 0).all()
+    assert (zero["q0.9"] == zero["mean"]).all()
+
+
+def test_short_history_falls_back_to_last_value() -> None:
+    hist = pd.DataFrame({"ds": [T0, T0 + pd.Timedelta(hours=1)], "series": "new",
+                         "y": [3.0, 5.0]})
+    pred = PreviousWeekPeak().fit(hist).predict(3)
+    assert (pred["mean"] == 5.0).all()
+    assert (pred["std"] > 0).all()  # a new tenant must not get a zero-width forecast
+
+
+# ---- fast statistical model ---------------------------------------------------------------------------
+def test_ets_recovers_daily_pattern_and_covers() -> None:
+    cover, rmse = coverage_run("ets", n_series=100, n_hours=24 * 21)
+    # the 14-day hour-of-day profile alone carries ≈ σ/√14 of estimation noise
+    assert rmse < 0.5 * SIGMA
+    assert 0.85 <= cover <= 0.95
+
+
+def test_ets_zero_and_tiny_series() -> None:
+    hist = pd.concat([
+        pd.DataFrame({"ds": T0 + pd.to_timedelta(np.arange(48), unit="h"), "series": "zero",
+                      "y": 0.0}),
+        pd.DataFrame({"ds": [T0 + pd.Timedelta(hours=47)], "series": "one", "y": [8.0]}),
+    ])
+    pred = SeasonalETS().fit(hist).predict(4).set_index(["series", "h"])
+    assert (pred.loc["zero", ["mean", "std", "q0.9"]] == 0).all().all()
+    assert (pred.loc["one", "mean"] == 8.0).all()
+    assert (pred.loc["one", "std"] == 2.0).all()  # cold start: a quarter of its peak
+
+
+# ---- Prophet --------------------------------------------------------------------------------------------
+def test_prophet_recovers_daily_and_weekly_pattern() -> None:
+    hist, truth = frame(24 * 21, daily=10.0, weekly=6.0)
+    model = ProphetForecaster(calibration="none", uncertainty_samples=100).fit(hist)
+    pred = model.predict(24)
+    rmse = np.sqrt(np.mean((pred["mean"].to_numpy() - truth[:24]) ** 2))
+    assert rmse < 0.5 * SIGMA
+    assert pred["std"].mean() == pytest.approx(SIGMA, rel=0.25)
+
+
+def test_prophet_quantile_covers_at_nominal_rate() -> None:
+    cover, rmse = coverage_run("prophet", n_series=12, n_hours=24 * 14, calibration="none",
+                               uncertainty_samples=200)
+    assert rmse < 0.5 * SIGMA
+    # 288 points, correlated within a series: a wide tolerance around 0.9
+    assert 0.82 <= cover <= 0.97
+
+
+def test_prophet_calibration_scores_past_forecasts_and_warm_starts() -> None:
+    hist, _ = frame(24 * 16)
+    model = ProphetForecaster(calibration_days=1, uncertainty_samples=100)
+    day1 = hist[hist["ds"] < T0 + pd.Timedelta(days=15)]
+    model.fit(day1)
+    assert len(model.calib_errors_["P|s0"]) == 24   # seeded by one hold-out day
+    assert "P|s0" in model.warm_params_
+    model.predict(30)
+    model.fit(hist)                                  # the next day: yesterday's forecast is scored
+    assert len(model.calib_errors_["P|s0"]) == 48
+    assert 0.5 <= model.scale_of("P|s0") <= 2.0
+
+
+def test_prophet_scale_follows_errors() -> None:
+    model = ProphetForecaster(calibration_prior_h=0)
+    model._remember("s", np.random.default_rng(0).normal(0, 2.0, 2000))
+    assert model.scale_of("s") == pytest.approx(2.0, rel=0.1)
+    rms = ProphetForecaster(calibration="rms", calibration_prior_h=0)
+    rms._remember("s", np.full(100, 3.0))
+    assert rms.scale_of("s") == pytest.approx(3.0)
+    shrunk = ProphetForecaster(calibration_prior_h=48)
+    shrunk._remember("s", np.full(48, 2.0 * norm.ppf(0.9)))
+    assert shrunk.scale_of("s") == pytest.approx(1.5)  # half data (k = 2), half prior (k = 1)
+    assert ProphetForecaster(calibration="none").scale_of("s") == 1.0
+
+
+def test_prophet_short_series_use_fallback_and_samples_are_prophets() -> None:
+    long_hist, _ = frame(24 * 7)
+    new = pd.DataFrame({"ds": [long_hist["ds"].max()], "series": "P|new", "y": [4.0]})
+    model = ProphetForecaster(calibration_days=0, uncertainty_samples=50)
+    pred = model.fit(pd.concat([long_hist, new])).predict(6)
+    assert set(pred["series"]) == {"P|s0", "P|new"}
+    assert model.states_["P|new"].model is None
+    samples = model.predict_samples(6, 40)
+    assert samples["P|s0"].shape == (40, 6)
+    # Prophet's own draws: their spread matches the forecast's std
+    assert samples["P|s0"].std(axis=0).mean() == pytest.approx(
+        pred[pred["series"] == "P|s0"]["std"].mean(), rel=0.35)
+
+
+# ---- auto -------------------------------------------------------------------------------------------------
+def test_auto_routes_by_history_and_survives_new_and_zero_series() -> None:
+    long_hist, _ = frame(24 * 15)
+    end = long_hist["ds"].max()
+    extra = pd.concat([
+        pd.DataFrame({"ds": [end], "series": "P|new", "y": [4.0]}),
+        pd.DataFrame({"ds": end - pd.to_timedelta(np.arange(100), unit="h"), "series": "P|zero",
+                      "y": 0.0}),
+        pd.DataFrame({"ds": end - pd.to_timedelta(np.arange(24 * 15), unit="h"), "series": "P|rare",
+                      "y": np.r_[5.0, np.zeros(24 * 15 - 1)]}),
+    ])
+    model = AutoForecaster(prophet_params={"calibration_days": 0, "uncertainty_samples": 50},
+                           quantiles=(0.9,))
+    pred = model.fit(pd.concat([long_hist, extra])).predict(4)
+    assert model.routes_ == {"P|s0": "prophet", "P|new": "ets", "P|zero": "ets", "P|rare": "ets"}
+    assert len(pred) == 16 and np.isfinite(pred[["mean", "std", qcol(0.9)]]).all().all()

@@ -1,0 +1,156 @@
+"""Preemption MILP: known optima, independent feasibility, never worse than the greedy,
+agreement with the plain PuLP model, fallback, candidate restriction, solvers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from milp_rounds import job, make_round
+from strategies import rounds
+
+from gfs_opt.crosscheck.pulp_models import solve_preemption_pulp
+from gfs_opt.instance import load_instance, load_round
+from gfs_opt.model import Decision, Round
+from gfs_opt.preempt import milp as pmilp
+from gfs_opt.preempt.greedy import hp_pass
+from gfs_opt.preempt.milp import PreemptOptions, export_preemption, solve_preemption
+from gfs_opt.preempt.objective import check_decision, score
+from gfs_opt.solve import Outcome, SolverOptions
+
+INSTANCES = Path(__file__).resolve().parents[1] / "instances"
+EXACT = SolverOptions(rel_gap=0.0, time_limit=20.0)
+
+
+def _known(kind: str) -> list[Path]:
+    out = []
+    for path in sorted(INSTANCES.glob("tiny-*.json")):
+        opt = load_instance(path).meta.get("optimum")
+        if isinstance(opt, dict) and kind in opt:
+            out.append(path)
+    return out
+
+
+def applies(rnd: Round, decision: Decision) -> None:
+    """The decision must go through ClusterState itself after the victims are released."""
+    st = rnd.state.copy()
+    for j in decision.victims:
+        st.release(rnd.running[j].job)
+    for j, pl in decision.placements.items():
+        st.allocate(rnd.jobs[j], pl)
+    assert st.check() == []
+
+
+@pytest.mark.parametrize("path", _known("preemption"), ids=lambda p: p.stem)
+def test_tiny_instances_hit_their_known_optimum(path: Path) -> None:
+    inst = load_instance(path)
+    want = inst.meta["optimum"]["preemption"]
+    res = solve_preemption(inst.round, solver=EXACT)
+    assert res.score.placed == want["placed_value"]
+    assert res.score.eviction_cost == pytest.approx(want["eviction_cost"])
+    if "victims" in inst.meta["optimum"]:
+        assert sorted(res.decision.victims) == inst.meta["optimum"]["victims"]
+    assert check_decision(inst.round, res.decision) == []
+    applies(inst.round, res.decision)
+    rep = res.decision.reports[-1]
+    assert (rep.method, rep.status, rep.fallback) == ("milp", "optimal", False)
+
+
+def test_greedy_gap_on_hand_made_traps() -> None:
+    """The fail_size rule skips a job that fits; the two-pointer pass evicts two jobs for one."""
+    trap = load_round(INSTANCES / "tiny-07-fail-size-trap.json")
+    g, m = score(trap, hp_pass(trap)), solve_preemption(trap, solver=EXACT).score
+    assert g.placed < m.placed
+    pen = load_round(INSTANCES / "tiny-02-window-penalty.json")
+    g, m = score(pen, hp_pass(pen)), solve_preemption(pen, solver=EXACT).score
+    assert g.placed == m.placed and g.eviction_cost > m.eviction_cost
+
+
+def test_hard_guarantee_greedy_is_rejected_not_preferred() -> None:
+    rnd = load_round(INSTANCES / "tiny-05-all-in-window-hard.json")
+    greedy = hp_pass(rnd)
+    assert any("guarantee window" in p for p in check_decision(rnd, greedy))
+    res = solve_preemption(rnd, greedy=greedy)
+    assert res.decision.victims == [] and not res.fallback
+    assert check_decision(rnd, res.decision) == []
+
+
+def test_checker_catches_broken_decisions() -> None:
+    rnd = make_round([("A", 4)], [(job(1, "HP", 2), ((0, (0, 1)),), 0.0),
+                                 (job(2, "LP", 2), ((0, (2, 3)),), 7000.0)],
+                     [job(10, "HP", 2), job(11, "HP", 0.5, 2)])
+    assert check_decision(rnd, Decision(placements={10: ((0, (0, 2)),)}))          # HP GPU taken
+    assert check_decision(rnd, Decision(placements={10: ((0, (2, 2)),)}, victims=[2]))  # not distinct
+    assert check_decision(rnd, Decision(placements={11: ((0, (3,)),)}, victims=[2]))    # half a gang
+    assert check_decision(rnd, Decision(victims=[1]))                                 # HP victim
+    assert check_decision(rnd, Decision(placements={10: ((0, (2, 3)),)}, victims=[2])) == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds(max_nodes=5, max_jobs=10))
+def test_milp_is_feasible_and_never_worse_than_greedy(rnd: Round) -> None:
+    greedy = hp_pass(rnd)
+    res = solve_preemption(rnd, solver=EXACT, greedy=greedy)
+    assert check_decision(rnd, res.decision) == []
+    applies(rnd, res.decision)
+    if not check_decision(rnd, greedy):
+        assert res.score.at_least(score(rnd, greedy))
+    assert res.decision.reports[-1].status == "optimal"
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds(max_nodes=3, max_jobs=7, max_pools=2))
+def test_ortools_and_pulp_agree(rnd: Round) -> None:
+    res = solve_preemption(rnd, solver=EXACT, use_greedy=False)
+    plain = solve_preemption_pulp(rnd)
+    assert plain.status == "Optimal"
+    assert res.score.placed == plain.placed
+    assert res.score.eviction_cost == pytest.approx(plain.cost, rel=1e-6, abs=1e-6)
+    assert check_decision(rnd, plain.decision) == []
+
+
+@pytest.mark.parametrize("solver", ["highs", "cpsat"])
+def test_other_solvers_reach_the_same_optimum(solver: str) -> None:
+    rnd = load_round(INSTANCES / "tiny-04-gang16.json")
+    res = solve_preemption(rnd, solver=SolverOptions(solver=solver, rel_gap=0.0))
+    assert (res.score.placed, res.score.eviction_cost) == (16000, pytest.approx(22480.0))
+    assert res.decision.reports[-1].solver == f"ortools-{solver}"
+
+
+def test_solver_failure_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = load_round(INSTANCES / "tiny-02-window-penalty.json")
+    monkeypatch.setattr(pmilp, "run_solver",
+                        lambda *a, **k: Outcome("timeout", None, None, None, 0.01, {}))
+    res = solve_preemption(rnd)
+    rep = res.decision.reports[-1]
+    assert res.fallback and rep.fallback and rep.status == "timeout"
+    assert res.decision.placements == hp_pass(rnd).placements
+    assert "greedy answer returned" in rep.message
+
+
+def test_candidate_restriction_keeps_greedy_feasible_and_result_valid() -> None:
+    rnd = load_round(INSTANCES / "contested-050.json")
+    greedy = hp_pass(rnd)
+    full = solve_preemption(rnd, PreemptOptions(candidates=0), greedy=greedy)
+    cut = solve_preemption(rnd, PreemptOptions(candidates=2), greedy=greedy)
+    assert cut.restricted and not full.restricted
+    assert cut.n_vars < full.n_vars
+    assert check_decision(rnd, cut.decision) == []
+    assert cut.score.at_least(score(rnd, greedy))
+    assert full.score.at_least(cut.score)
+
+
+def test_export_is_the_lexicographic_problem() -> None:
+    """The exported single-objective model, re-read from MPS, has the two-phase optimum."""
+    from ortools.math_opt.io.python import mps_converter
+    from ortools.math_opt.python import mathopt
+
+    rnd = load_round(INSTANCES / "tiny-04-gang16.json")
+    lp = export_preemption(rnd, "lp")
+    assert "Maximize" in lp and "gang_" in lp
+    model = mathopt.Model.from_model_proto(mps_converter.mps_to_model_proto(export_preemption(rnd, "mps")))
+    res = mathopt.solve(model, mathopt.SolverType.GSCIP,
+                        params=mathopt.SolveParameters(relative_gap_tolerance=0, absolute_gap_tolerance=1e-9))
+    lam = 1.0 / (1.0 + sum(pmilp.build_model(rnd).cost.values()))
+    assert res.objective_value() == pytest.approx(16000 - lam * 22480.0, abs=1e-6)
