@@ -128,6 +128,7 @@ class ClusterState:
         np.cumsum(self.node_gpus, out=self.node_first_gpu[1:])
         self.n_gpus = int(self.node_first_gpu[-1])
         self.gpu_node = np.repeat(np.arange(self.n_nodes, dtype=np.int32), self.node_gpus)
+        self._gpu_node: list[int] = self.gpu_node.tolist()  # scalar access is hot
         self.gpu_used = np.zeros(self.n_gpus, dtype=np.int32)
         self.gpu_hp = np.zeros(self.n_gpus, dtype=np.int32)
         # per-node counters: fully free GPUs, GPUs with any HP, GPUs with LP but no HP
@@ -235,33 +236,37 @@ class ClusterState:
         return placement
 
     def _add(self, gi: int, job_id: int, m: int, hp: bool) -> None:
-        node = self.gpu_node[gi]
-        before_used, before_hp = self.gpu_used[gi], self.gpu_hp[gi]
-        self.gpu_used[gi] = before_used + m
-        if hp:
-            self.gpu_hp[gi] = before_hp + m
         jobs = self.gpu_jobs[gi]
         jobs[job_id] = jobs.get(job_id, 0) + m
-        self._recount(node, before_used, before_hp, self.gpu_used[gi], self.gpu_hp[gi])
+        self._change(gi, m, m if hp else 0)
 
     def _remove(self, gi: int, job_id: int, m: int, hp: bool) -> None:
-        node = self.gpu_node[gi]
-        before_used, before_hp = self.gpu_used[gi], self.gpu_hp[gi]
-        self.gpu_used[gi] = before_used - m
-        if hp:
-            self.gpu_hp[gi] = before_hp - m
         jobs = self.gpu_jobs[gi]
         left = jobs[job_id] - m
         if left:
             jobs[job_id] = left
         else:
             del jobs[job_id]
-        self._recount(node, before_used, before_hp, self.gpu_used[gi], self.gpu_hp[gi])
+        self._change(gi, -m, -m if hp else 0)
 
-    def _recount(self, node: int, u0: int, h0: int, u1: int, h1: int) -> None:
-        self.node_free[node] += int(u1 == 0) - int(u0 == 0)
-        self.node_hp_gpus[node] += int(h1 > 0) - int(h0 > 0)
-        self.node_lp_gpus[node] += int(u1 > 0 and h1 == 0) - int(u0 > 0 and h0 == 0)
+    def _change(self, gi: int, du: int, dh: int) -> None:
+        """Apply a usage change to one GPU and keep its node's counters in step."""
+        u0 = int(self.gpu_used[gi])
+        h0 = int(self.gpu_hp[gi])
+        u1, h1 = u0 + du, h0 + dh
+        self.gpu_used[gi] = u1
+        if dh:
+            self.gpu_hp[gi] = h1
+        node = self._gpu_node[gi]
+        d_free = (u1 == 0) - (u0 == 0)
+        if d_free:
+            self.node_free[node] += d_free
+        d_hp = (h1 > 0) - (h0 > 0)
+        if d_hp:
+            self.node_hp_gpus[node] += d_hp
+        d_lp = (u1 > 0 and h1 == 0) - (u0 > 0 and h0 == 0)
+        if d_lp:
+            self.node_lp_gpus[node] += d_lp
 
     # ---- tentative changes (policies plan on the live state, the engine rolls back) ---------
     def begin(self) -> None:

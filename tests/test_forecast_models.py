@@ -204,6 +204,16 @@ def test_prophet_calibration_scores_past_forecasts_and_warm_starts() -> None:
     assert 0.5 <= model.scale_of("P|s0") <= 2.0
 
 
+def test_prophet_is_deterministic() -> None:
+    hist, _ = frame(24 * 9, n_series=2)
+    runs = [ProphetForecaster(calibration_days=1, uncertainty_samples=50, seed=5).fit(hist)
+            for _ in range(2)]
+    a, b = (r.predict(6) for r in runs)
+    pd.testing.assert_frame_equal(a, b)
+    np.testing.assert_array_equal(runs[0].predict_samples(6, 20)["P|s1"],
+                                  runs[1].predict_samples(6, 20)["P|s1"])
+
+
 def test_prophet_scale_follows_errors() -> None:
     model = ProphetForecaster(calibration_prior_h=0)
     model._remember("s", np.random.default_rng(0).normal(0, 2.0, 2000))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -140,8 +141,6 @@ def test_series_from_trace_is_vectorised() -> None:
                     ["HP"] * n, rng.choice([500, 1000, 8000], n), rng.integers(1, 4, n),
                     rng.uniform(0, 30 * 86400, n), rng.exponential(3600, n), strict=True))
     trace = make_trace(rows)
-    import time
-
     t0 = time.perf_counter()
     df = series_from_trace(trace)
     assert time.perf_counter() - t0 < 10.0  # 120 series × 43k samples; ~1 s on one core

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from milp_rounds import job, make_round
+from milp_rounds import contested_rounds, job, make_round
 from strategies import rounds
 
 from gfs_opt.crosscheck.pulp_models import solve_preemption_pulp
@@ -89,18 +89,27 @@ def test_checker_catches_broken_decisions() -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds(max_nodes=5, max_jobs=10))
+def test_milp_is_feasible_on_any_valid_round(rnd: Round) -> None:
+    res = solve_preemption(rnd, solver=EXACT)
+    assert check_decision(rnd, res.decision) == []
+    applies(rnd, res.decision)
+    assert res.decision.reports[-1].status == "optimal"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contested_rounds())
 def test_milp_is_feasible_and_never_worse_than_greedy(rnd: Round) -> None:
     greedy = hp_pass(rnd)
     res = solve_preemption(rnd, solver=EXACT, greedy=greedy)
     assert check_decision(rnd, res.decision) == []
     applies(rnd, res.decision)
+    assert res.decision.reports[-1].status == "optimal"
     if not check_decision(rnd, greedy):
         assert res.score.at_least(score(rnd, greedy))
-    assert res.decision.reports[-1].status == "optimal"
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rounds(max_nodes=3, max_jobs=7, max_pools=2))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contested_rounds(max_nodes=3, max_pending=3))
 def test_ortools_and_pulp_agree(rnd: Round) -> None:
     res = solve_preemption(rnd, solver=EXACT, use_greedy=False)
     plain = solve_preemption_pulp(rnd)
@@ -154,3 +163,18 @@ def test_export_is_the_lexicographic_problem() -> None:
                         params=mathopt.SolveParameters(relative_gap_tolerance=0, absolute_gap_tolerance=1e-9))
     lam = 1.0 / (1.0 + sum(pmilp.build_model(rnd).cost.values()))
     assert res.objective_value() == pytest.approx(16000 - lam * 22480.0, abs=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["contested-150", "contested-300", "contested-300-hard", "admission-150"])
+def test_large_instances_are_solved_to_optimality_within_10_s(name: str) -> None:
+    from gfs_opt.quota.milp import solve_quota
+
+    rnd = load_round(INSTANCES / f"{name}.json")
+    res = solve_preemption(rnd)
+    rep = res.decision.reports[-1]
+    assert rep.status == "optimal" and not rep.fallback and rep.time_s <= 10.0
+    assert (rep.gap or 0.0) <= 1e-3
+    assert check_decision(rnd, res.decision) == []
+    q = solve_quota(rnd)
+    assert q.report.status == "optimal" and q.report.time_s <= 10.0

@@ -27,7 +27,7 @@ from gfs_opt.model import (
     WorkerPlacement,
     gpus_per_worker,
 )
-from gfs_opt.preempt.scoring import place_worker, pool_can_fit, probing
+from gfs_opt.preempt.scoring import place_worker, pool_can_fit, probing, worker_slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +253,17 @@ def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
     p = st.pool_index[job.pool]
     if int(st.pool_capacity[p] - st.pool_hp[p]) < job.demand:
         return None
+    if job.workers > 1 and job.g >= MILLI:  # whole GPUs: only GPUs without HP can be freed
+        lo, hi = st.pool_slice(p)
+        nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
+        if worker_slots(st, job, nonhp) < job.workers:
+            return None
+    if job.workers == 1:  # nothing to hold for later workers
+        wp = place_worker(st, job, e_score, use_history)
+        if wp is not None:
+            return (wp,), []
+        ch = preemptive_worker(ctx, job, rule)
+        return None if ch is None else (((ch.node, ch.gpus),), list(ch.victims))
     placed: list[WorkerPlacement] = []
     victims: list[int] = []
     with probing(st) as probe:

@@ -103,6 +103,22 @@ def pool_can_fit(state: ClusterState, job: Job) -> bool:
     return int(state.pool_capacity[p] - state.pool_used[p]) >= job.demand
 
 
+def worker_slots(state: ClusterState, job: Job, gpus_per_node: np.ndarray | None = None) -> int:
+    """How many workers of ``job`` fit side by side without preemption.
+
+    Whole-GPU workers are independent per node, so Σ_n ⌊free_n / k⌋ is exact; for fractional
+    workers Σ_gpu ⌊(1000 − used)/g⌋ is exact too (a worker never spans GPUs). ``gpus_per_node``
+    replaces the free-GPU counts (e.g. by GPUs without HP, for a preemptive bound).
+    """
+    pool = state.pool_index[job.pool]
+    lo, hi = state.pool_slice(pool)
+    if job.g < MILLI and gpus_per_node is None:
+        a, b = int(state.node_first_gpu[lo]), int(state.node_first_gpu[hi])
+        return int(((MILLI - state.gpu_used[a:b]) // job.g).sum())
+    free = state.node_free[lo:hi] if gpus_per_node is None else gpus_per_node
+    return int((free // gpus_per_worker(job.g)).sum())
+
+
 def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
                use_history: bool = True,
                worker_fn: Callable[[ClusterState, Job], WorkerPlacement | None] | None = None,
@@ -115,6 +131,11 @@ def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
     if not pool_can_fit(state, job):
         return None
     fn = worker_fn or (lambda s, j: place_worker(s, j, e_score, use_history))
+    if job.workers > 1 and worker_slots(state, job) < job.workers:
+        return None
+    if job.workers == 1:  # nothing to hold for later workers
+        wp = fn(state, job)
+        return None if wp is None else (wp,)
     with probing(state) as probe:
         placed: list[WorkerPlacement] = []
         for _ in range(job.workers):

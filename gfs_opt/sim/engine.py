@@ -127,6 +127,7 @@ class Simulator:
         self.lp_q = PendingQueue(JobClass.LP)
         self.pool_status = {p: PoolStatus() for p in self.state.pools}
         self.recent: dict[str, deque[tuple[float, bool]]] = {p: deque() for p in self.state.pools}
+        self.lp_enqueued: dict[str, deque[tuple[float, int]]] = {p: deque() for p in self.state.pools}
         self.node_evictions: deque[tuple[float, tuple[int, ...]]] = deque()
         self.quotas: dict[tuple[str, float], int] = {}
         self.hp_usage: dict[tuple[str, str], int] = {}
@@ -151,7 +152,11 @@ class Simulator:
     def _enqueue(self, r: JobRun, t: float) -> None:
         r.status = "pending"
         r.queued_since = t
-        (self.hp_q if r.job.is_hp else self.lp_q).add(r.job)
+        if r.job.is_hp:
+            self.hp_q.add(r.job)
+        else:
+            self.lp_q.add(r.job)
+            self.lp_enqueued[r.job.pool].append((t, r.job.id))
         self.dirty.add(r.job.pool)
 
     def _start(self, r: JobRun, t: float, placement: Placement) -> None:
@@ -255,19 +260,13 @@ class Simulator:
     def _refresh_inputs(self, t: float) -> None:
         """Feedback the quota step needs: recent window outcomes, waits, node eviction counts."""
         horizon = self.params.horizon_h * HOUR
-        oldest: dict[str, float] = {}
-        for jid in self.lp_q:
-            r = self.runs[jid]
-            w = t - r.queued_since
-            if w > oldest.get(r.job.pool, 0.0):
-                oldest[r.job.pool] = w
         for pool, dq in self.recent.items():
             while dq and dq[0][0] < t - horizon:
                 dq.popleft()
             st = self.pool_status[pool]
             st.recent_succeeded = sum(1 for _t, ok in dq if ok)
             st.recent_failed = len(dq) - st.recent_succeeded
-            st.oldest_lp_wait = oldest.get(pool, 0.0)
+            st.oldest_lp_wait = self._oldest_lp_wait(pool, t)
         while self.node_evictions and self.node_evictions[0][0] < t - DAY:
             self.node_evictions.popleft()
         c1h = np.zeros(self.state.n_nodes, dtype=np.int32)
@@ -278,6 +277,21 @@ class Simulator:
                 if te >= t - HOUR:
                     c1h[n] += 1
         self.round.node_evictions_1h, self.round.node_evictions_1d = c1h, c1d
+
+    def _oldest_lp_wait(self, pool: str, t: float) -> float:
+        """Wait of the pool's longest-waiting LP job since its last (re)queue.
+
+        Enqueue times only grow, so a FIFO of (queued_since, id) with lazy removal of entries
+        whose job has started or was re-queued later gives the oldest in amortised O(1).
+        """
+        fifo = self.lp_enqueued[pool]
+        while fifo:
+            since, jid = fifo[0]
+            r = self.runs[jid]
+            if r.status == "pending" and r.queued_since == since:
+                return t - since
+            fifo.popleft()
+        return 0.0
 
     def _policy_pass(self, t: float, quota_due: bool) -> None:
         rnd = self.round

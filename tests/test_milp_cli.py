@@ -1,0 +1,77 @@
+"""`gfs-opt solve`: text, JSON, export, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gfs_opt.cli import main
+from gfs_opt.errors import GfsError
+from gfs_opt.solve import SolverOptions
+
+INSTANCES = Path(__file__).resolve().parents[1] / "instances"
+TRAP = INSTANCES / "tiny-07-fail-size-trap.json"
+
+
+def test_both_prints_side_by_side_with_gap(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["solve", str(TRAP)]) == 0
+    out = capsys.readouterr().out
+    assert "greedy" in out and "MILP" in out
+    assert "greedy gap: P 66.67 % below MILP" in out
+    assert "MILP victims: 3" in out
+
+
+def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["solve", str(INSTANCES / "tiny-08-quota-classes.json"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["quota"]["milp"]["admitted"] == [22, 23]
+    assert doc["quota"]["greedy"]["admitted"] == [20]
+    assert doc["quota"]["greedy_gap"] == pytest.approx(0.5)
+    assert doc["preemption"]["milp"]["reports"][0]["status"] == "optimal"
+
+
+def test_single_method_and_step(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["solve", str(TRAP), "--method", "greedy", "--step", "preemption"]) == 0
+    out = capsys.readouterr().out
+    assert "MILP" not in out and "spot quota" not in out
+    assert main(["solve", str(TRAP), "--method", "milp", "--solver", "cpsat", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["preemption"]["milp"]["reports"][0]["solver"] == "ortools-cpsat"
+
+
+@pytest.mark.parametrize("fmt", ["lp", "mps"])
+def test_export_writes_both_models(tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / f"round.{fmt}"
+    assert main(["solve", str(INSTANCES / "tiny-09-two-pools.json"), "--export", fmt, "--out", str(out)]) == 0
+    quota = tmp_path / f"round.quota.{fmt}"
+    assert out.exists() and quota.exists()
+    text = out.read_text()
+    assert ("Maximize" in text) if fmt == "lp" else ("ROWS" in text)
+    assert str(quota) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["/no/such/file.json"], "cannot read"),
+    (["{bad}"], "cannot read"),
+    ([str(TRAP), "--export", "lp"], "--export needs --out"),
+    ([str(TRAP), "--time-limit", "0"], "time limit must be positive"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["solve", *args]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_bad_file_content(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "gfs-opt-instance", "version": 1, "time": -1}')
+    assert main(["solve", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith("gfs-opt: error:")
+
+
+def test_solver_options_reject_unknown_solver() -> None:
+    with pytest.raises(GfsError):
+        SolverOptions(solver="gurobi")

@@ -1,0 +1,62 @@
+"""The OR-Tools wrapper: status mapping, gap, warm start, export round trip."""
+
+from __future__ import annotations
+
+import pytest
+from ortools.math_opt.io.python import mps_converter
+from ortools.math_opt.python import mathopt
+
+from gfs_opt.solve import SolverOptions, export, relative_gap, solve
+
+
+def knapsack(n: int = 40) -> tuple[mathopt.Model, list[mathopt.Variable]]:
+    m = mathopt.Model(name="knap")
+    xs = [m.add_binary_variable(name=f"x_{i}") for i in range(n)]
+    w = [(7 * i) % 23 + 5 for i in range(n)]
+    v = [(11 * i) % 29 + 3 for i in range(n)]
+    m.add_linear_constraint(mathopt.fast_sum(a * x for a, x in zip(w, xs, strict=True)) <= 4 * n)
+    m.maximize(mathopt.fast_sum(a * x for a, x in zip(v, xs, strict=True)))
+    return m, xs
+
+
+@pytest.mark.parametrize("solver", ["scip", "highs", "cpsat"])
+def test_all_solvers_agree(solver: str) -> None:
+    m, _ = knapsack()
+    out = solve(m, SolverOptions(solver=solver, rel_gap=0.0))
+    ref = solve(m, SolverOptions(rel_gap=0.0))
+    assert out.status == "optimal" and out.objective == pytest.approx(ref.objective)
+    assert out.gap == pytest.approx(0.0, abs=1e-9)
+
+
+def test_infeasible_and_error_statuses() -> None:
+    m = mathopt.Model()
+    x = m.add_binary_variable(name="x")
+    m.add_linear_constraint(x >= 2)
+    assert solve(m, SolverOptions()).status == "infeasible"
+    bad = mathopt.Model()
+    bad.add_binary_variable(name="dup")
+    bad.add_binary_variable(name="dup")
+    out = solve(bad, SolverOptions())
+    assert out.status == "error" and "duplicate" in out.detail
+
+
+def test_warm_start_is_accepted() -> None:
+    m, xs = knapsack()
+    hint = {x: 0.0 for x in xs}
+    out = solve(m, SolverOptions(), hints=[hint])
+    assert out.status == "optimal"
+
+
+def test_relative_gap() -> None:
+    assert relative_gap(100.0, 101.0) == pytest.approx(0.01)
+    assert relative_gap(0.0, 0.5) == pytest.approx(0.5)
+    assert relative_gap(None, 1.0) is None
+
+
+def test_mps_round_trip_keeps_the_optimum() -> None:
+    m, _ = knapsack()
+    again = mathopt.Model.from_model_proto(mps_converter.mps_to_model_proto(export(m, "mps")))
+    assert solve(again, SolverOptions(rel_gap=0.0)).objective == pytest.approx(
+        solve(m, SolverOptions(rel_gap=0.0)).objective)
+    lp = export(m, "lp")
+    assert lp.count("x_") >= 40 and "Binaries" in lp
