@@ -181,9 +181,10 @@ def handmade() -> dict[str, tuple[Round, dict[str, object]]]:
     r.forecasts["A10"] = PoolForecast(mean=np.array([1.0, 1.5, 2.0]), std=np.array([0.3, 0.5, 0.5]))
     r.forecasts["A100"] = PoolForecast(mean=np.array([12.0, 12.0, 13.0]), std=np.array([1.0, 1.0, 1.5]))
     out["tiny-09-two-pools"] = (r, {
-        "exercises": "two pools solved in one model: A10 single-GPU nodes (an LP gang across two "
-                     "nodes is the only victim choice with LP 3), A100 with two 4-GPU HP requests",
-        "optimum": None})
+        "exercises": "two pools in one model: on A10 evict LP 3 (c = 3740) rather than the 2-node "
+                     "LP gang 2 (6080); on A100 both 4-GPU HP jobs need all of node 5, so LP 5 and "
+                     "LP 6 go (12560 + 4080); no LP can be admitted (guaranteed LP fills the quota)",
+        "optimum": _opt(13000, 20380.0, quota=0.0, victims=[3, 5, 6])})
     return out
 
 

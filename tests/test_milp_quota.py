@@ -51,6 +51,14 @@ def test_tiny_quota_instance_hits_its_known_optimum() -> None:
     assert check_decision(inst.round, res.decision()) == []
 
 
+@pytest.mark.parametrize("name", ["tiny-08-quota-classes", "tiny-09-two-pools"])
+def test_known_quota_optima(name: str) -> None:
+    inst = load_instance(INSTANCES / f"{name}.json")
+    res = solve_quota(inst.round, solver=EXACT)
+    assert res.value == pytest.approx(inst.meta["optimum"]["quota"]["value"])
+    assert res.report.status == "optimal"
+
+
 def test_rule_is_the_single_class_gaussian_special_case() -> None:
     """With many Gaussian samples of one hour, the MILP admits what the rule's quota allows."""
     rng = np.random.default_rng(0)

@@ -20,6 +20,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("file", type=Path, metavar="FILE")
     s.set_defaults(handler=_show)
 
+    d = isub.add_parser("dump", help="simulate and save contested rounds as instance files")
+    d.add_argument("--trace", default=None, help="trace source (see `gfs-opt simulate`)")
+    d.add_argument("--setup", default=None, help="or a named setup (small, paper-a100, …)")
+    d.add_argument("--policy", default="gfs")
+    d.add_argument("--forecaster", default=None)
+    d.add_argument("--window", nargs=2, metavar=("START", "END"), default=None)
+    d.add_argument("--lp-load", type=float, default=None)
+    d.add_argument("--kind", choices=["preemption", "admission", "any"], default="any")
+    d.add_argument("--every", type=float, default=3600.0, help="min simulated seconds between dumps")
+    d.add_argument("--max", type=int, default=5, help="stop after this many files")
+    d.add_argument("--min-pending-hp", type=int, default=1)
+    d.add_argument("--min-running-lp", type=int, default=0)
+    d.add_argument("--prefix", default="round")
+    d.add_argument("--out", type=Path, required=True)
+    d.set_defaults(handler=_dump)
+
     sc = isub.add_parser("schema", help="print the JSON Schema (draft 2020-12) of the format")
     sc.set_defaults(handler=_schema)
 
@@ -48,6 +64,40 @@ def _show(args: argparse.Namespace) -> int:
     inst = load_instance(args.file)
     print(format_summary(summarise(inst.round), title=f"{args.file}  (time {inst.round.time:g} s)",
                          meta=inst.meta))
+    return 0
+
+
+def _dump(args: argparse.Namespace) -> int:
+    from gfs_opt.errors import GfsError
+    from gfs_opt.experiments.dump import ContestedRoundDump
+    from gfs_opt.experiments.runner import RunSpec, prepare_trace
+    from gfs_opt.model import Params
+    from gfs_opt.policies import make_policy
+    from gfs_opt.sim.engine import SimConfig, Simulator
+
+    if args.max < 1:
+        raise GfsError("--max must be ≥ 1")
+    kw = {"policy": args.policy, "lp_load": args.lp_load,
+          "window": tuple(args.window) if args.window else None}
+    if args.setup:
+        spec = RunSpec.from_setup(args.setup, **kw)
+    else:
+        spec = RunSpec(trace=args.trace or "small", **{k: v for k, v in kw.items() if v is not None})
+    if args.forecaster:
+        spec.policy_options = {"forecaster": args.forecaster}
+    trace, lo, hi = prepare_trace(spec)
+    sim = Simulator(trace, make_policy(spec.policy, **spec.policy_options), Params(),
+                    SimConfig(eval_start=lo, eval_end=hi))
+    hook = ContestedRoundDump(args.out, prefix=args.prefix, every_s=args.every,
+                              max_files=args.max, kind=args.kind,
+                              min_pending_hp=args.min_pending_hp,
+                              min_running_lp=args.min_running_lp, after=lo,
+                              source=f"{spec.trace} policy={spec.policy} lp_load={spec.lp_load}")
+    sim.on_round = hook
+    sim.run()
+    for path in hook.written:
+        print(path)
+    print(f"{len(hook.written)} contested round(s) written to {args.out}")
     return 0
 
 

@@ -54,11 +54,13 @@ class GFSPolicy(Policy):
             self.provider = ForecastProvider(
                 self.forecaster_name, horizon_h=params.horizon_h, rho=params.rho,
                 aggregation=self.aggregation,
-                refit_from=max(0.0, params.eval_start - 86_400.0))
+                refit_from=max(0.0, params.eval_start - 86_400.0),
+                **({"origin": origin} if origin is not None else {}))
 
     def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:
         if self.provider is not None:
-            self.provider.observe(t, hp_usage)
+            # the maximum belongs to the hour that just ended
+            self.provider.observe(t - 3600.0, hp_usage)
 
     def on_day(self, t: float) -> None:
         if self.provider is not None:

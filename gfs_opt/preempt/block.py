@@ -152,8 +152,11 @@ def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t:
 
 def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: bool, protect: bool,
                 cost: Mapping[int, float], opts: BlockOptions = DEFAULT_BLOCK_OPTIONS,
-                keep: set[int] | None = None) -> Block:
-    """Add the placement of ``jobs`` (pending, any class) to ``m``; LP victims iff ``evict``."""
+                keep: set[int] | None = None, u_name: str = "u") -> Block:
+    """Add the placement of ``jobs`` (pending, any class) to ``m``; LP victims iff ``evict``.
+
+    ``u_name`` names the placed-or-not binaries (``x`` in the admission model).
+    """
     st = rnd.state
     keep = keep or set()
     types: dict[TypeKey, list[int]] = defaultdict(list)
@@ -181,7 +184,7 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
     if k_limit:
         pairs = candidates(k_limit)
 
-    u = {j: m.add_binary_variable(name=f"u_{j}") for js in types.values() for j in js}
+    u = {j: m.add_binary_variable(name=f"{u_name}_{j}") for js in types.values() for j in js}
     y: dict[tuple[TypeKey, int], mathopt.Variable] = {}
     z: dict[int, mathopt.Variable] = {}
 

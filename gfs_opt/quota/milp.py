@@ -171,7 +171,7 @@ def build_model(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> Quota
     if opts.pack:
         # admitted jobs must be placeable now, without preemption: the LP pass's packing, exactly
         block = build_block(m, rnd, [j for pd in data for j in pd.jobs], evict=False,
-                            protect=False, cost={}, opts=opts.block)
+                            protect=False, cost={}, opts=opts.block, u_name="x")
         x = dict(block.u)
     for pd in data:
         if not opts.pack:

@@ -14,7 +14,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -141,6 +141,9 @@ class Simulator:
         self.events = 0
         self.passes = 0
         self.idle_refreshes = 0
+        #: called before every policy pass with the simulator (e.g. to dump contested rounds)
+        self.on_round: Callable[[Simulator], None] | None = None
+        self.stop_requested = False
         self.policy.reset(self.state, self.params, trace.origin)
 
     # ---- event plumbing -------------------------------------------------------------------
@@ -293,11 +296,32 @@ class Simulator:
             fifo.popleft()
         return 0.0
 
+    def snapshot(self) -> Round:
+        """A standalone copy of the current round (only the jobs it mentions), e.g. to save
+        as an instance file; the copy shares nothing mutable with the simulation."""
+        rnd = self.round
+        running = {j: RunningJob(r.job, r.start, r.last_ckpt, r.window_start, r.placement,
+                                 r.evictions) for j, r in self.running.items()}
+        pending_hp, pending_lp = list(self.hp_q), list(self.lp_q)
+        ids = [*running, *pending_hp, *pending_lp]
+        return Round(
+            time=rnd.time, state=self.state.copy(), jobs={j: self.jobs[j] for j in ids},
+            running=running, pending_hp=pending_hp, pending_lp=pending_lp,
+            queued_since={j: self.runs[j].queued_since for j in [*pending_hp, *pending_lp]},
+            forecasts=dict(rnd.forecasts),
+            pools={p: replace(st) for p, st in self.pool_status.items()},
+            quotas=dict(self.quotas),
+            node_evictions_1h=None if rnd.node_evictions_1h is None else rnd.node_evictions_1h.copy(),
+            node_evictions_1d=None if rnd.node_evictions_1d is None else rnd.node_evictions_1d.copy(),
+            params=replace(self.params), quota_due=rnd.quota_due)
+
     def _policy_pass(self, t: float, quota_due: bool) -> None:
         rnd = self.round
         rnd.time = t
         rnd.quota_due = quota_due
         rnd.dirty_pools = None if quota_due else set(self.dirty)  # type: ignore[attr-defined]
+        if self.on_round is not None:
+            self.on_round(self)
         self.state.begin()
         try:
             decision = self.policy.decide(rnd)
@@ -375,7 +399,7 @@ class Simulator:
             if t >= end or self._stuck():
                 break
             self.events += 1
-            if cfg.max_events is not None and self.events > cfg.max_events:
+            if self.stop_requested or (cfg.max_events is not None and self.events > cfg.max_events):
                 break
             # hour boundary: usage history for the forecaster; midnight: refit
             if t == next_hour:

@@ -97,7 +97,7 @@ def calibration_report(stats: dict, targets_path: Path | str | None = None,
 
     def add(name: str, target, tol_test, key: str | None = None, target_scale: float = 1.0) -> None:
         text, test = tol_test
-        tgt = None if target is None else target * target_scale
+        tgt = target if target is None or target_scale == 1 else target * target_scale
         rows.append(_row(name, tgt, _get(stats, key or name), text, test))
 
     def add_na(name: str, target) -> None:

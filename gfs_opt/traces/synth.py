@@ -21,7 +21,7 @@ requested-GPU pressure of every pool stays as in the full trace.
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -36,7 +36,6 @@ from gfs_opt.traces.synth_cluster import scale_nodes
 from gfs_opt.traces.synth_coupling import Margin, coupled_durations, size_bucket
 from gfs_opt.traces.synth_inputs import MODELS, load_aggregates
 from gfs_opt.traces.synth_requests import (
-    PROFILES,
     draw_cells,
     fit_org_model_table,
     sample_cpus,
@@ -235,21 +234,31 @@ def synth_to_dir(out: Path | str, seed: int = 0, scale: float = 1.0, pools: list
 
 def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
     """Write to a temporary file beside ``path`` and rename it, so readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            frame.to_csv(fh, index=False, lineterminator="\n")
+        frame.to_csv(tmp, index=False, lineterminator="\n")
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise GfsError(f"{path}: cannot write ({exc.strerror})") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+class UnknownTraceError(KeyError):
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
 
 
 @lru_cache(maxsize=8)
 def builtin_trace(name: str, seed: int = 0) -> Trace:
-    """A built-in synthetic `Trace` (cached per process: treat it as read-only)."""
+    """A built-in synthetic `Trace` (cached per process: treat it as read-only).
+
+    Names: the keys of `SETUPS` — "synthetic" (full scale), "small" (demo), "paper-a100".
+    """
     if name not in SETUPS:
-        raise KeyError(f"no built-in trace {name!r}; built-in: {', '.join(SETUPS)}")
+        raise UnknownTraceError(f"no built-in trace {name!r}; built-in: {', '.join(SETUPS)}")
     from gfs_opt.traces.alibaba import trace_from_frames
 
     nodes, jobs = synthesize(seed=seed, setup=name)
@@ -258,4 +267,4 @@ def builtin_trace(name: str, seed: int = 0) -> Trace:
     return trace
 
 
-__all__ = ["PROFILES", "SETUPS", "Setup", "builtin_trace", "synth_to_dir", "synthesize"]
+__all__ = ["SETUPS", "Setup", "UnknownTraceError", "builtin_trace", "synth_to_dir", "synthesize"]
