@@ -119,7 +119,10 @@ def solve(model: mathopt.Model, opts: SolverOptions, *, time_limit: float | None
     elif reason is T.INFEASIBLE:
         status = "infeasible"
     elif reason in (T.FEASIBLE, T.NO_SOLUTION_FOUND):
-        status = "timeout" if res.termination.limit is mathopt.Limit.TIME else "feasible"
+        # CP-SAT does not say which limit stopped it; the clock does
+        timed_out = res.termination.limit is mathopt.Limit.TIME or (
+            res.termination.limit in (None, mathopt.Limit.UNDETERMINED) and elapsed >= 0.95 * limit)
+        status = "timeout" if timed_out else "feasible"
     else:
         status = "error"
     if status == "optimal" and objective is not None and bound is not None and not math.isfinite(bound):

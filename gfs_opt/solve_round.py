@@ -65,7 +65,7 @@ class RoundResult:
     def placed_gap(self, to_bound: bool = False) -> float | None:
         """(P* − P_greedy)/P*: HP value the greedy leaves unplaced (vs MILP objective or bound)."""
         g, m = self.preempt_greedy, self.preempt_milp
-        if g is None or m is None:
+        if g is None or m is None or g.problems:   # an infeasible greedy answer has no gap
             return None
         best = float(m.score.placed)
         if to_bound and m.phase1 is not None and m.phase1.bound is not None:
@@ -75,7 +75,7 @@ class RoundResult:
     def cost_excess(self) -> float | None:
         """(C_greedy − C*)/C* when both place the same HP value (else None)."""
         g, m = self.preempt_greedy, self.preempt_milp
-        if g is None or m is None or g.score.placed != m.score.placed:
+        if g is None or m is None or g.problems or g.score.placed != m.score.placed:
             return None
         c = m.score.eviction_cost
         return (g.score.eviction_cost - c) / c if c > 0 else (0.0 if g.score.eviction_cost == 0 else None)

@@ -241,6 +241,18 @@ def test_prophet_short_series_use_fallback_and_samples_are_prophets() -> None:
         pred[pred["series"] == "P|s0"]["std"].mean(), rel=0.35)
 
 
+def test_prophet_failure_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_args: object) -> None:
+        raise RuntimeError("Error evaluating model log probability\nmore")
+
+    model = ProphetForecaster()
+    monkeypatch.setattr(model, "_fit_prophet", broken)
+    hist, _ = frame(24 * 5)
+    pred = model.fit(hist).predict(3)
+    assert len(pred) == 3 and np.isfinite(pred["mean"]).all()
+    assert model.failures_ == {"P|s0": "Error evaluating model log probability"}
+
+
 # ---- auto -------------------------------------------------------------------------------------------------
 def test_auto_routes_by_history_and_survives_new_and_zero_series() -> None:
     long_hist, _ = frame(24 * 15)

@@ -75,3 +75,11 @@ def test_bad_file_content(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_solver_options_reject_unknown_solver() -> None:
     with pytest.raises(GfsError):
         SolverOptions(solver="gurobi")
+
+
+def test_hard_guarantee_flag_applies_to_greedy_and_milp(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(INSTANCES / "tiny-02-window-penalty.json")
+    assert main(["solve", path, "--step", "preemption", "--hard-guarantee", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["preemption"]
+    assert doc["milp"]["victims"] == [] and not doc["milp"]["reports"][0]["fallback"]
+    assert doc["greedy"]["problems"] and "greedy_gap" not in doc

@@ -142,8 +142,9 @@ def test_admission_is_feasible_and_never_worse_than_the_rule(rnd: Round) -> None
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(admission_rounds(max_nodes=3, max_pending=5))
 def test_ortools_and_pulp_agree(rnd: Round) -> None:
-    res = solve_quota(rnd, QuotaOptions(scenarios=40), solver=EXACT, use_greedy=False)
-    plain = solve_quota_pulp(rnd, QuotaOptions(scenarios=40))
+    opts = QuotaOptions(scenarios=40)
+    res = solve_quota(rnd, opts, solver=EXACT, use_greedy=False)
+    plain = solve_quota_pulp(rnd, opts)
     assert plain.status == "Optimal"
     assert res.value == pytest.approx(plain.value, rel=1e-7, abs=1e-7)
-    assert admission_problems(rnd, plain.admitted, placements=plain.placements) == []
+    assert admission_problems(rnd, plain.admitted, opts, plain.placements) == []

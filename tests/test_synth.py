@@ -195,7 +195,7 @@ def test_scaled_cluster_keeps_every_model(scale, seed):
 def test_builtin_setups():
     small = builtin_trace("small")
     assert builtin_trace("small") is small  # cached per process
-    assert set(small.pools) == {"A10", "A100-SXM4-80GB"} and 40 <= len(small.nodes) <= 80
+    assert set(small.pools) == {"A100-SXM4-80GB", "GPU-series-1"} and 40 <= len(small.nodes) <= 80
     jobs = small.jobs
     lp = jobs[jobs["cls"] == "LP"]
     assert len(lp) > 20 and lp["submit"].min() >= to_seconds(SETUPS["small"].lp_from, "lp_from")

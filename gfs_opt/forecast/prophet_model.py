@@ -18,7 +18,8 @@ Choices (measured on the real per-GPU-model hourly demand, see BENCHMARKS.md):
   of a series runs ``calibration_days`` hold-out day-ahead fits (one per day back) to seed them,
   so the first refit costs ``1 + calibration_days`` fits per series and later ones one.
 - **Short series.** Fewer than ``min_fit_hours`` hours (or a constant series) → `SeasonalETS`,
-  so a brand-new tenant never breaks a refit.
+  so a brand-new tenant never breaks a refit; so does a series whose Stan fit fails
+  (recorded in ``failures_``).
 
 Determinism: Stan's optimiser is seeded and Prophet's sampling uses numpy's global generator, which
 is seeded per series and restored afterwards.
@@ -110,6 +111,7 @@ class ProphetForecaster(BaseForecaster):
         self.warm_params_: dict[str, dict[str, Any]] = {}
         self.calib_errors_: dict[str, deque[float]] = {}
         self.last_forecast_: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.failures_: dict[str, str] = {}  # series whose last Prophet fit failed → fallback
         self._fallback = SeasonalETS(quantiles=self.quantiles, seed=seed)
 
     @property
@@ -197,10 +199,15 @@ class ProphetForecaster(BaseForecaster):
         if not self._usable(y):
             return _ProphetState(None, 1.0, self._fallback._fit_series(data))
         start = data.end - (len(y) - 1) * pd.Timedelta(hours=1)
-        if (self.calibration != "none" and self.calibration_days > 0
-                and not self.calib_errors_.get(data.key)):
-            self._seed_calibration(data)
-        model = self._fit_prophet(data.key, start, y)
+        try:
+            if (self.calibration != "none" and self.calibration_days > 0
+                    and not self.calib_errors_.get(data.key)):
+                self._seed_calibration(data)
+            model = self._fit_prophet(data.key, start, y)
+        except (RuntimeError, ValueError) as exc:  # Stan gave up: the refit must go on
+            self.failures_[data.key] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return _ProphetState(None, 1.0, self._fallback._fit_series(data))
+        self.failures_.pop(data.key, None)
         return _ProphetState(model, self.scale_of(data.key))
 
     def _seed_calibration(self, data: SeriesData) -> None:

@@ -12,7 +12,7 @@ hour is repeated. Before the first refit (or with no history) there is no foreca
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -102,6 +102,3 @@ class ForecastProvider:
         """Whether any tenant of the pool has used HP GPUs so far."""
         return any(v > 0 and pool_of(name, self.series_pool) == pool
                    for name, v in self.series.peaks().items())
-
-    def usage_keys(self) -> list[Hashable]:
-        return list(self.series.names)

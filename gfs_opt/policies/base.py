@@ -82,11 +82,37 @@ def live_running(rnd: Round, protected: set[int] | None = None) -> dict[int, Run
 
 
 def _pool_groups(rnd: Round, queue: PendingQueue, pool: str, fifo: bool) -> list[Iterator[int]]:
-    """Candidates in policy order, in groups; in PTS order a group is one request size, and the
-    first failure ends its group (all later members have the same g, so fail_size skips them)."""
+    """Candidates in policy order: one group in FIFO order, else one group per request size g
+    (largest first; HP by submit time, LP by (w, submit))."""
     if fifo:
         return [queue.fifo_ids(pool)]
     return [ids for _g, ids in queue.buckets(pool)]
+
+
+class FailSizes:
+    """PTS's ``fail_size`` rule, generalised to gangs.
+
+    A gang of w workers × g that failed proves that every gang with g' ≥ g and w' ≥ w fails too
+    (placement only gets harder), and nothing more. The paper's rule keys on g alone, which —
+    with gangs placed whole — lets one huge gang that can never fit starve every smaller job of
+    its size (the authors' simulator placed gangs partially and never saw this).
+    """
+
+    __slots__ = ("front",)
+
+    def __init__(self) -> None:
+        self.front: list[tuple[int, int]] = []
+
+    def dominated(self, g: int, w: int) -> bool:
+        return any(g >= gf and w >= wf for gf, wf in self.front)
+
+    def add(self, g: int, w: int) -> None:
+        self.front = [(gf, wf) for gf, wf in self.front if not (gf >= g and wf >= w)]
+        self.front.append((g, w))
+
+    def blocks(self, g: int) -> bool:
+        """Every job with per-worker request ≥ g is dominated (a single worker of ≤ g failed)."""
+        return any(gf <= g and wf <= 1 for gf, wf in self.front)
 
 
 def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
@@ -95,25 +121,26 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
             head_of_line: bool = False, evictable: Mapping[int, RunningJob] | None = None) -> None:
     """HP pass on the live state. ``rule=None`` disables preemption.
 
-    Order is PTS's (−g, submit) unless ``fifo``; a job whose g is ≥ a size that already failed
-    in this pool is skipped (``fail_size``); ``head_of_line`` stops a pool at its first failure.
+    Order is PTS's (−g, submit) unless ``fifo``; jobs dominated by a gang that already failed in
+    this pool are skipped (`FailSizes`); ``head_of_line`` stops a pool at its first failure.
     """
     st = rnd.state
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
-    running = dict(rnd.running if evictable is None else evictable)
+    running = rnd.running if evictable is None else evictable
+    copied = False  # copy-on-write: most passes evict nobody, and running can be large
     for pool in pools_to_run(rnd, queue.pools()):
-        fail = 1 << 62
-        gmin = queue.min_g(pool)  # once this size failed, nothing else in the pool can start
+        fails = FailSizes()
+        gmin = queue.min_g(pool)
         stop = False
         for group in _pool_groups(rnd, queue, pool, fifo):
             for jid in group:
                 job = rnd.jobs[jid]
                 if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
                     continue
-                if job.g >= fail:
-                    if fifo and fail > gmin:
-                        continue
-                    break
+                if fails.dominated(job.g, job.workers):
+                    if fails.blocks(gmin if fifo else job.g):
+                        break  # nothing left in this group (or pool) can start
+                    continue
                 placement = None
                 victims: list[int] = []
                 if pool_can_fit(st, job):
@@ -126,13 +153,15 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
                     if res is not None:
                         placement, victims = res
                 if placement is None:
-                    stop = head_of_line
-                    fail = job.g
-                    if stop or not fifo:
+                    if head_of_line:
+                        stop = True
                         break
+                    fails.add(job.g, job.workers)
                     continue
+                if victims and not copied:
+                    running, copied = dict(running), True
                 for v in victims:
-                    st.release(running.pop(v).job)
+                    st.release(running.pop(v).job)  # type: ignore[union-attr]
                 decision.victims.extend(victims)
                 st.allocate(job, placement)
                 decision.placements[jid] = placement
@@ -151,16 +180,17 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
         p = st.pool_index.get(pool)
         if p is None:
             continue
-        fail = 1 << 62
-        gmin = queue.min_g(pool)  # once this size failed, nothing else in the pool can start
+        fails = FailSizes()
+        gmin = queue.min_g(pool)
         stop = False
         for group in _pool_groups(rnd, queue, pool, fifo):
             for jid in group:
                 job = rnd.jobs[jid]
-                if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
+                if jid in st.alloc:
                     continue
-                if job.g >= fail:
-                    if fifo and fail > gmin:
+                if fails.dominated(job.g, job.workers):
+                    # PTS's LP order has w ascending inside a size: the rest is dominated too
+                    if fifo and not fails.blocks(gmin):
                         continue
                     break
                 quota = quotas.get((pool, job.guarantee_h)) if quotas is not None else None
@@ -171,10 +201,10 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
                     continue
                 placement = place_gang(st, job, e_score, use_history, worker_fn)
                 if placement is None:
-                    stop = head_of_line
-                    fail = job.g
-                    if stop or not fifo:
+                    if head_of_line:
+                        stop = True
                         break
+                    fails.add(job.g, job.workers)
                     continue
                 st.allocate(job, placement)
                 decision.placements[jid] = placement

@@ -20,26 +20,31 @@ class GFSPolicy(Policy):
     use_history: False = ablation "PTS without eviction-history scores" (E(n) ignored).
     victims: "two-pointer" (GFS) or "naive" (ablation: first candidate node, no cost awareness).
     quota: "rule" (paper) or "none" (admit LP whenever it fits).
+    eta_every_s: how often the η feedback acts (default hourly). The quota refreshes every 300 s
+        but ER looks back H hours; applying the multiplicative correction at every refresh would
+        compound one measurement up to 48 times (η hits its clamp after a single eviction), so
+        the correction acts at most once per ``eta_every_s`` on the ER of the last H hours.
     """
 
     name = "gfs"
 
     def __init__(self, forecaster: str = "prophet", static_eta: bool = False,
                  use_history: bool = True, victims: str = "two-pointer", quota: str = "rule",
-                 aggregation: str = "independent") -> None:
+                 aggregation: str = "independent", eta_every_s: float = 3600.0) -> None:
         self.forecaster_name = forecaster
         self.static_eta = static_eta
         self.use_history = use_history
         self.victims = victims
         self.quota_mode = quota
         self.aggregation = aggregation
+        self.eta_every_s = eta_every_s
         self.rule = (PreemptRule("naive", "count", first_candidate_only=True) if victims == "naive"
                      else PreemptRule("two-pointer", "gfs"))
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
                 "use_history": self.use_history, "victims": self.victims,
-                "quota": self.quota_mode}
+                "quota": self.quota_mode, "eta_every_s": self.eta_every_s}
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         super().reset(state, params, origin)
@@ -47,6 +52,7 @@ class GFSPolicy(Policy):
             params.eta_static = True
         self.e_score = default_eviction_scores(state.n_nodes)
         self.quotas: dict[tuple[str, float], int] = {}
+        self.last_eta_update = -float("inf")
         self.provider = None
         if self.quota_mode == "rule":
             from gfs_opt.forecast.provider import ForecastProvider
@@ -69,9 +75,12 @@ class GFSPolicy(Policy):
     def refresh(self, rnd: Round, decision: Decision) -> None:
         """Every 300 s: η feedback, E(n) from recent evictions, new quotas."""
         eta = {}
+        feedback = rnd.time - self.last_eta_update >= self.eta_every_s
+        if feedback:
+            self.last_eta_update = rnd.time
         for pool in rnd.state.pools:
             status = rnd.pool_status(pool)
-            eta[pool] = update_eta(status, rnd.params)
+            eta[pool] = update_eta(status, rnd.params) if feedback else status.eta
             if self.provider is not None:
                 status.has_hp_history = self.provider.has_history(pool)
         if rnd.node_evictions_1h is not None and rnd.node_evictions_1d is not None:

@@ -298,15 +298,18 @@ def hp_pass(rnd: Round, rule: PreemptRule | None = None, e_score: np.ndarray | N
     rule = rule or PreemptRule()
     st = rnd.state.copy()
     running = dict(rnd.running)
+    from gfs_opt.policies.base import FailSizes
+
     decision = Decision()
-    fail_size: dict[str, int] = {}
+    fails: dict[str, FailSizes] = {}
     for jid in hp_order(rnd):
         job = rnd.jobs[jid]
-        if job.g >= fail_size.get(job.pool, 1 << 30):
+        pool_fails = fails.setdefault(job.pool, FailSizes())
+        if pool_fails.dominated(job.g, job.workers):
             continue
         res = schedule_hp_job(st, running, rnd, job, rule, e_score, use_history, preempt)
         if res is None:
-            fail_size[job.pool] = job.g
+            pool_fails.add(job.g, job.workers)
             continue
         placement, victims = res
         decision.placements[jid] = placement

@@ -155,7 +155,9 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         best_p = round(p1.objective or 0.0)
         pin = pm.model.add_linear_constraint(pm.placed >= best_p - 0.5, name="pin_placed_value")
         pm.model.minimize(pm.evicted)
-        hints2 = [p1.values] + [h for h in hints if _placed_of(pm, h) >= best_p - 0.5]
+        # cheapest first: some back-ends (CP-SAT) use only the first hint
+        hints2 = sorted([p1.values, *(h for h in hints if _placed_of(pm, h) >= best_p - 0.5)],
+                        key=lambda h: _cost_of(pm, h))
         p2 = run_solver(pm.model, solver, time_limit=left, hints=hints2)
         res.phase2 = p2
         # restore phase 1 so the model object still means what `build_model` promised
@@ -166,6 +168,10 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
 
 def _placed_of(pm: PreemptModel, values: dict[mathopt.Variable, float]) -> float:
     return sum(pm.value[j] * values.get(v, 0.0) for j, v in pm.u.items())
+
+
+def _cost_of(pm: PreemptModel, values: dict[mathopt.Variable, float]) -> float:
+    return sum(pm.cost[j] * values.get(v, 0.0) for j, v in pm.block.z.items())
 
 
 def _finish(rnd: Round, pm: PreemptModel, res: PreemptResult, p1: Outcome, p2: Outcome | None,
@@ -182,7 +188,9 @@ def _finish(rnd: Round, pm: PreemptModel, res: PreemptResult, p1: Outcome, p2: O
     milp_score = score(rnd, decision, opts.objective) if decision is not None and not problems else None
     status = _status(p1, p2)
     # a greedy answer that breaks a rule (e.g. hard_guarantee) only stands in when nothing else exists
-    greedy_ok = res.greedy is not None and not check_decision(rnd, res.greedy)
+    protect = rnd.params.hard_guarantee if opts.hard_guarantee is None else opts.hard_guarantee
+    greedy_ok = res.greedy is not None and not check_decision(rnd, res.greedy) and not (
+        protect and any(rnd.running[j].in_window(rnd.time) for j in res.greedy.victims))
     use_greedy = milp_score is None or (
         greedy_ok and res.greedy_score is not None and not milp_score.at_least(res.greedy_score))
     if use_greedy and res.greedy is not None:

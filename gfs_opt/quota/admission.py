@@ -24,18 +24,21 @@ def greedy_admission(rnd: Round, quotas: dict[tuple[str, float], int] | None = N
 
     quotas = rnd.quotas if quotas is None else quotas
     st = rnd.state.copy()
+    from gfs_opt.policies.base import FailSizes
+
     admitted: list[int] = []
-    fail_size: dict[str, int] = {}
+    fails: dict[str, FailSizes] = {}
     for jid in sorted(rnd.pending_lp, key=lambda j: lp_order_key(rnd.jobs[j])):
         job = rnd.jobs[jid]
-        if job.pool not in st.pool_index or job.g >= fail_size.get(job.pool, 1 << 30):
+        pool_fails = fails.setdefault(job.pool, FailSizes())
+        if job.pool not in st.pool_index or pool_fails.dominated(job.g, job.workers):
             continue
         p = st.pool_index[job.pool]
         if not quota_allows(int(st.pool_lp[p]), job, quotas.get((job.pool, job.guarantee_h))):
             continue
         placement = place_gang(st, job, None)
         if placement is None:
-            fail_size[job.pool] = job.g
+            pool_fails.add(job.g, job.workers)
             continue
         st.allocate(job, placement)
         admitted.append(jid)

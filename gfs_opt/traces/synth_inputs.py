@@ -33,6 +33,7 @@ class RealAggregates:
     targets: dict
     nodes: pd.DataFrame            # real node file, raw column names
     hourly_jobs: np.ndarray        # jobs submitted in hour h (h = 0..4417), residents included
+    hourly_demand: np.ndarray      # Σ g·w of the jobs submitted in hour h
     hour0_gpu_seconds: float       # Σ g·w·duration of the jobs submitted in hour 0 (mostly residents)
     daily_hp: np.ndarray           # HP jobs submitted on day d, residents included
     daily_spot: np.ndarray         # Spot jobs submitted on day d
@@ -54,6 +55,12 @@ def _read(path: Path) -> pd.DataFrame:
         raise GfsError(f"{path}: missing; the synthetic Alibaba-like trace is driven by the real "
                        f"aggregates in $GFS_DATA_DIR/alibaba-spot-gpu-v2026 (see shared/data/README.md)")
     return pd.read_csv(path)
+
+
+def _per_hour(hours: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n)
+    out[hours] = values
+    return out
 
 
 def _bucket_edges(label: str) -> tuple[float, float]:
@@ -97,6 +104,7 @@ def load_aggregates(folder: Path | None = None) -> RealAggregates:
         targets=targets,
         nodes=nodes,
         hourly_jobs=hourly_jobs,
+        hourly_demand=_per_hour(hours, hourly["gpu_demand"].to_numpy(dtype=float), len(hourly_jobs)),
         hour0_gpu_seconds=float(hourly["gpu_seconds"].iloc[0]),
         daily_hp=daily["hp_jobs"].to_numpy(dtype=np.int64),
         daily_spot=daily["spot_jobs"].to_numpy(dtype=np.int64),

@@ -12,7 +12,8 @@
   worker count from the real worker-count distribution tilted by ``w**alpha``; ``alpha`` is
   solved per model so that the mean ``g·w`` equals the real per-model demand
   (``demand_by_model.csv``), which is what sets each pool's requested-GPU pressure.
-  A gang never asks for more workers than its pool can host.
+  A gang never asks for more workers than its pool can host, nor (in a scaled-down trace) for
+  more than a share of the pool (`gang_share`).
 """
 
 from __future__ import annotations
@@ -125,16 +126,22 @@ def _tilted(values: np.ndarray, counts: np.ndarray, alpha: float) -> np.ndarray:
     return p / p.sum()
 
 
-def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str) -> ModelSampler:
-    """The model's request sampler with ``alpha`` solved against the real mean ``g·w``."""
+def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str,
+                  gang_share: float = 1.0) -> ModelSampler:
+    """The model's request sampler with ``alpha`` solved against the real mean ``g·w``.
+
+    ``gang_share``: a gang asks for at most this share of the pool's GPUs (and never more
+    workers than the pool can host).
+    """
     prof = PROFILES[model]
     biggest = int(nodes.loc[nodes["gpu_model"] == model, "gpu_capacity_num"].max())
     whole = {g: q for g, q in prof.whole.items() if g <= biggest} or {1: 1.0}
     g_values = np.array(list(whole), dtype=float)
     g_probs = np.array(list(whole.values()), dtype=float)
     g_probs /= g_probs.sum()
-    caps = dict(zip(whole, worker_capacity(nodes, model, np.array(list(whole))).tolist(),
-                    strict=True))
+    pool_gpus = int(nodes.loc[nodes["gpu_model"] == model, "gpu_capacity_num"].sum())
+    hosts = worker_capacity(nodes, model, np.array(list(whole))).tolist()
+    caps = {g: max(1, min(h, int(gang_share * pool_gpus // g))) for g, h in zip(whole, hosts, strict=True)}
     wc = agg.worker_counts[agg.worker_counts.index >= 2]
     w_values, w_counts = wc.index.to_numpy(dtype=np.int64), wc.to_numpy(dtype=float)
     frac_mean = _frac_mean()
@@ -158,7 +165,8 @@ def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str) -> Model
 
 
 def sample_requests(models: np.ndarray, agg: RealAggregates, nodes: pd.DataFrame,
-                    rng: np.random.Generator, single: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                    rng: np.random.Generator, single: bool = False,
+                    gang_share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Per-worker GPUs and workers for jobs of the given model indices."""
     g = np.zeros(models.size)
     w = np.ones(models.size, dtype=np.int64)
@@ -166,7 +174,7 @@ def sample_requests(models: np.ndarray, agg: RealAggregates, nodes: pd.DataFrame
         sel = np.flatnonzero(models == i)
         if sel.size == 0 or not (nodes["gpu_model"] == model).any():
             continue
-        g[sel], w[sel] = build_sampler(agg, nodes, model).sample(sel.size, rng, single)
+        g[sel], w[sel] = build_sampler(agg, nodes, model, gang_share).sample(sel.size, rng, single)
     return g, w
 
 

@@ -1,0 +1,164 @@
+"""`gfs-opt simulate` and `gfs-opt compare` through `gfs_opt.cli.main` (in-process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gfs_opt.cli import main
+from gfs_opt.paths import data_dir
+
+REF_TOY = data_dir() / "ref-toy"
+needs_ref_toy = pytest.mark.skipif(not (REF_TOY / "job_info_df.csv").exists(),
+                                   reason=f"reference toy trace not found at {REF_TOY}")
+
+
+@pytest.fixture
+def tiny_trace(tmp_path: Path) -> Path:
+    """Two days of a 2-pool cluster in the Alibaba v2026 file format (times from 2024-03-01)."""
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    pd.DataFrame({
+        "gpu_model": ["A10", "A10", "A100", "A100"], "gpu_capacity_num": [1, 1, 8, 8],
+        "cpu_num": [64, 64, 128, 128], "node_name": ["a0", "a1", "b0", "b1"],
+    }).to_csv(folder / "node_info_df.csv", index=False)
+    rows = [("hp-res", 1, "A100", 8, 8.0, 1, 0, 30_000, "HP")]
+    for i in range(40):
+        t = 1000 + i * 4000
+        rows.append((f"lp{i}", i % 3, "A100", 4, 2.0, 1 + i % 3, t, 2000 + 300 * (i % 7), "Spot"))
+        rows.append((f"hp{i}", i % 2, "A100", 4, 4.0, 1 + i % 2, t + 1500, 900 + 100 * (i % 5), "HP"))
+        rows.append((f"small{i}", 5, "A10", 1, 0.5, 1, t + 10, 1200, "Spot" if i % 2 else "HP"))
+    pd.DataFrame(rows, columns=["job_name", "organization", "gpu_model", "cpu_request",
+                                "gpu_request", "worker_num", "submit_time", "duration",
+                                "job_type"]).to_csv(folder / "job_info_df.csv", index=False)
+    return folder
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
+    assert code == 2
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gfs-opt: error: "), err
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+
+
+@needs_ref_toy
+def test_simulate_ref_toy_window(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "simulate", "--trace", str(REF_TOY), "--policy", "yarn-cs",
+                             "--window", "2024-03-11", "2024-03-13", "--no-progress")
+    assert code == 0, err
+    assert "policy yarn-cs" in out
+    assert "window [864000, 1036800) s" in out          # 2024-03-11 … 2024-03-13 exclusive
+    assert "80 GPUs" in out
+    for line in ("LP eviction rate", "LP JQT mean/p50/p99", "HP JQT mean/p99", "allocation",
+                 "unfinished at end"):
+        assert line in out
+    assert "HP evictions 0" in out
+
+
+def test_simulate_json_and_tables(tiny_trace: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "run"
+    code, out, err = run_cli(capsys, "simulate", "--trace", str(tiny_trace), "--policy", "gfs",
+                             "--forecaster", "week-peak", "--window", "2024-03-01", "2024-03-03",
+                             "--check-invariants", "--json", "--out", str(out_dir),
+                             "--no-progress")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["policy"] == "gfs" and summary["hp_evictions"] == 0
+    assert summary["window"] == [0.0, 172_800.0]
+    assert summary["jobs_hp"] + summary["jobs_lp"] == 121
+    for name in ("summary.json", "per_class.csv", "per_pool.csv", "timeseries.csv", "jobs.csv",
+                 "quota_log.csv"):
+        assert (out_dir / name).is_file(), name
+    jobs = pd.read_csv(out_dir / "jobs.csv")
+    assert len(jobs) == 121 and (jobs.loc[jobs["cls"] == "HP", "evictions"] == 0).all()
+
+
+def test_simulate_window_in_seconds_matches_dates(tiny_trace: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--trace", str(tiny_trace), "--policy", "lyra", "--json", "--no-progress"]
+    _, by_date, _ = run_cli(capsys, *args, "--window", "2024-03-01", "2024-03-02")
+    _, by_secs, _ = run_cli(capsys, *args, "--window", "0", "86400")
+    a, b = json.loads(by_date), json.loads(by_secs)
+    for volatile in ("wall_s", "events_per_s", "solver_reports"):
+        a.pop(volatile), b.pop(volatile)
+    assert a == b
+
+
+@pytest.mark.parametrize(("extra", "fragments"), [
+    (["--policy", "no-such-policy"], ["unknown policy 'no-such-policy'", "yarn-cs"]),
+    (["--window", "2024-03-02", "2024-03-01"], ["window end 2024-03-01 is not after its start"]),
+    (["--window", "2024-03-01", "2024-03-01"], ["is not after its start"]),
+    (["--window", "yesterday-ish", "2024-03-02"], ["'yesterday-ish' is neither a date"]),
+    (["--pools", "H800"], ["unknown pool(s) ['H800']", "A100"]),
+    (["--lp-load", "-1"], ["--lp-load must be ≥ 0"]),
+    (["--rho", "1.5"], ["--rho must be in (0, 1)"]),
+])
+def test_simulate_bad_inputs(tiny_trace: Path, capsys: pytest.CaptureFixture[str],
+                             extra: list[str], fragments: list[str]) -> None:
+    code, _out, err = run_cli(capsys, "simulate", "--trace", str(tiny_trace), "--policy",
+                              "yarn-cs", "--no-progress", *extra)
+    assert_one_line_error(code, err, *fragments)
+
+
+def test_simulate_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nowhere" / "trace"
+    code, _out, err = run_cli(capsys, "simulate", "--trace", str(missing), "--policy", "yarn-cs",
+                              "--no-progress")
+    assert_one_line_error(code, err, str(missing), "no such file or folder")
+
+
+def test_simulate_folder_without_trace_files(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(capsys, "simulate", "--trace", str(tmp_path), "--no-progress")
+    assert_one_line_error(code, err, "node_info_df.csv")
+
+
+def test_compare_writes_table_csv_and_plots(tiny_trace: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "cmp"
+    code, out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace),
+                             "--policies", "gfs,yarn-cs,chronus,lyra,fgd",
+                             "--forecaster", "week-peak", "--window", "2024-03-01", "2024-03-03",
+                             "--out", str(out_dir), "--no-progress")
+    assert code == 0, err
+    header = out.splitlines()[0]
+    for col in ("LP evict", "LP JQT s", "LP JCT s", "HP JQT s", "alloc"):
+        assert col in header
+    for pol in ("gfs", "yarn-cs", "chronus", "lyra", "fgd"):
+        assert any(line.split()[1:2] == [pol] for line in out.splitlines()), pol
+    df = pd.read_csv(out_dir / "compare.csv")
+    assert list(df["policy"]) == ["gfs", "yarn-cs", "chronus", "lyra", "fgd"]
+    assert (df["hp_evictions"] == 0).all()
+    assert df["gfs_vs_lp_jqt_mean"].iloc[0] != df["gfs_vs_lp_jqt_mean"].iloc[0]  # NaN for gfs
+    pngs = sorted(p.name for p in out_dir.glob("*.png"))
+    assert pngs == ["allocation_medium.png", "eviction_by_pool_medium.png",
+                    "lp_jqt_cdf_medium.png"]
+    for p in out_dir.glob("*.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 1000
+    assert (out_dir / "medium" / "lyra" / "summary.json").is_file()
+
+
+def test_compare_bad_inputs(tiny_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--policies",
+                              "gfs,bogus", "--no-progress")
+    assert_one_line_error(code, err, "unknown policy ['bogus']")
+    code, _out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--setup", "small",
+                              "--no-progress")
+    assert_one_line_error(code, err, "either --setup or --trace")
+    code, _out, err = run_cli(capsys, "compare", "--setup", "no-such-setup", "--no-progress")
+    assert_one_line_error(code, err, "unknown setup 'no-such-setup'")
+    code, _out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--loads", "huge",
+                              "--policies", "lyra", "--no-progress")
+    assert_one_line_error(code, err, "unknown load 'huge'")
