@@ -9,6 +9,7 @@ from gfs_opt.policies.base import Policy
 from gfs_opt.policies.chronus import ChronusPolicy
 from gfs_opt.policies.fgd import FGDPolicy
 from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.policies.gfs_milp import GFSMilpPolicy
 from gfs_opt.policies.lyra import LyraPolicy
 from gfs_opt.policies.yarn_cs import YarnCSPolicy
 
@@ -19,6 +20,7 @@ POLICIES: dict[str, tuple[type[Policy], dict[str, Any]]] = {
     "chronus": (ChronusPolicy, {}),
     "lyra": (LyraPolicy, {}),
     "fgd": (FGDPolicy, {}),
+    "gfs-milp": (GFSMilpPolicy, {}),
     "gfs-week-peak": (GFSPolicy, {"forecaster": "week-peak"}),
     "gfs-static-eta": (GFSPolicy, {"static_eta": True}),
     "gfs-no-history": (GFSPolicy, {"use_history": False}),

@@ -13,7 +13,9 @@ within each class the jobs are ranked by z and rank r of n gets the class's dura
 (cyclic damped updates in log space, like iterative proportional fitting) so that the
 GPU-seconds per size bucket, per GPU model and per submission week equal the real ones
 (``bucket_gpu_demand.csv``, ``demand_by_model.csv``, ``daily_summary.csv``) minus what the
-residents hold. The weekly margin keeps the slow rise and fall of the real load (without it a
+residents hold. Shifts only move GPU-seconds between groups; the total is set by how many HP
+jobs of the tail above the real p99 run until the end of the recording, adjusted alongside.
+The weekly margin keeps the slow rise and fall of the real load (without it a
 few lucky weeks collect the long jobs and pressure drifts away from the real hourly series).
 """
 
@@ -79,11 +81,14 @@ def coupled_durations(is_spot: np.ndarray, submit: np.ndarray, gw: np.ndarray,
     sx, sc = np.array(SPOT_KNOTS).T
     shifts = [np.zeros(len(m.target)) for m in margins]
     sizes = [np.bincount(m.index, minlength=len(m.target)) for m in margins]
+    total = float(margins[0].target.sum())
+    to_end = 0.0  # share of HP jobs, taken from the tail above the last quantile, that never end
 
     def uncensored() -> np.ndarray:
         z = eps + sum(sh[m.index] for sh, m in zip(shifts, margins, strict=True))
         d = np.empty(n)
-        for mask, xs, cdf in ((hp, hx, hf), (is_spot, sx, sc)):
+        tx, tf = _with_to_end(hx, hf, to_end)
+        for mask, xs, cdf in ((hp, tx, tf), (is_spot, sx, sc)):
             if mask.any():
                 d[mask] = loglinear_quantile(_uniform_ranks(z[mask]), xs, cdf)
         return np.floor(d)
@@ -99,9 +104,25 @@ def coupled_durations(is_spot: np.ndarray, submit: np.ndarray, gw: np.ndarray,
         if k == len(margins) - 1:
             # long durations now favour some weeks: re-aim the HP tail at the observed targets
             hf = uncensored_cdf(hg, surviving_share(hx, submit[hp], raw[hp]))
+            # shifts only move GPU-seconds between groups; the total is set by the tail
+            room = 1.0 - hf[-2]
+            to_end = float(np.clip(to_end + room * np.log(total / gs.sum()), 0.0, room))
             if max(_worst(gs, mm) for mm in margins) < TOLERANCE:
                 break
     return censor(uncensored(), submit).astype(np.int64)
+
+
+def _with_to_end(xs: np.ndarray, cdf: np.ndarray, share: float) -> tuple[np.ndarray, np.ndarray]:
+    """The CDF with ``share`` of the mass above its last inner knot moved to the very end.
+
+    Quantiles up to that knot (the real p99) are unchanged; the jobs moved run until the end of
+    the recording, as the real ones that were still running when it stopped.
+    """
+    if share <= 0:
+        return xs, cdf
+    end = xs[-1]
+    return (np.concatenate([xs[:-1], [end - 1.0, end]]),
+            np.concatenate([cdf[:-1], [1.0 - share, 1.0]]))
 
 
 def _worst(gs: np.ndarray, m: Margin) -> float:
