@@ -375,7 +375,7 @@ class PoolStatus:
     eta: float = 1.0
     recent_failed: int = 0      # failed guarantee windows over the last H hours
     recent_succeeded: int = 0
-    failed: int = 0             # since the evaluation window started (node cost F)
+    failed: int = 0             # since the replay started (node cost F)
     succeeded: int = 0          # (node cost S)
     oldest_lp_wait: float = 0.0  # seconds the oldest pending LP job waited since (re)queue
     has_hp_history: bool = True

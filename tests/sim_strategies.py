@@ -2,13 +2,14 @@
 
 `traces()` draws a `gfs_opt.traces.base.Trace` in gfs_opt units:
 
-* 1–3 pools, each with 1–4 nodes of 1/2/4/8 GPUs;
+* 1–3 pools, each with 1–3 nodes of 1/2/4/8 GPUs;
 * HP and LP jobs asking for whole GPUs (1/2/4/8, never more than the pool's largest node) or a
   fractional share of 0.1–0.5 GPU; gangs of 1–6 workers that the pool could hold when empty;
 * durations from 1 s to 10 h (whole seconds, and sometimes fractional ones);
-* arrivals clustered in bursts (several jobs at the very same second) within ``span_s``, plus some
-  HP residents submitted at 0 (already running when the recording began); in half the traces
-  long LP jobs take the early bursts and HP the later ones, so that HP must preempt;
+* arrivals clustered in bursts (several jobs at the very same second) within ``span_s``, single
+  arrivals at whole or fractional seconds, and HP residents submitted at 0 (already running when
+  the recording began); in half the traces long LP jobs take the early bursts and HP the later
+  ones, so that HP must preempt;
 * LP guarantee classes drawn from ``guarantee_classes`` (pass the same set to `Params`).
 
 Jobs are deliberately dense so that HP arrivals meet busy pools and preempt LP work.
@@ -86,7 +87,9 @@ def traces(draw: st.DrawFn, max_jobs: int = 24, span_s: int = 12 * 3600,
         if when == "resident" and cls == "HP":
             submit, resident = 0.0, True
         elif when == "random":
-            submit, resident = float(draw(st.integers(1, span_s))), False
+            submit = draw(st.one_of(st.integers(1, span_s).map(float),
+                                    st.floats(1.0, span_s, allow_nan=False)))
+            resident = False
         else:
             submit = float(draw(st.sampled_from(hp_bursts if cls == "HP" else lp_bursts)))
             resident = False

@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gfs_opt.model import (
-    MILLI,
     ClusterState,
     Job,
     JobClass,

@@ -29,6 +29,7 @@ from gfs_opt.traces.synth import (
 from gfs_opt.traces.synth_cluster import scale_nodes
 from gfs_opt.traces.synth_durations import CENSOR_END, loglinear_cdf, loglinear_quantile
 from gfs_opt.traces.synth_requests import exact_counts
+from gfs_opt.traces.synth_timing import deal_to_hours
 
 AGG = alibaba_dir() / "derived_sultanul_ovi"
 needs_data = pytest.mark.skipif(not AGG.is_dir(), reason=f"real aggregates {AGG} are absent")
@@ -112,6 +113,10 @@ def test_spot_follows_the_real_daily_profile(full_frames):
     per_day = jobs.groupby(day)["job_type"].value_counts().unstack(fill_value=0)
     assert per_day["Spot"].to_numpy().tolist() == real["spot_jobs"].tolist()
     assert per_day["HP"].to_numpy().tolist() == real["hp_jobs"].tolist()
+    # and every hour has exactly the real number of submissions (hour 0 includes the residents)
+    hourly = pd.read_csv(AGG / "tables" / "hourly_summary.csv")
+    per_hour = jobs.groupby(jobs["submit_time"] // 3600).size()
+    assert per_hour.to_numpy().tolist() == hourly["jobs"].tolist()
 
 
 # ---------------------------------------------------------------- calibration
@@ -163,6 +168,30 @@ def test_reduced_scale_trace_is_well_formed(small_frames):
     trace = trace_from_frames(nodes, jobs)  # validates ids, pools and node sizes
     assert len(trace.jobs) == len(jobs) and trace.jobs["resident"].sum() == (jobs["submit_time"] == 0).sum()
     assert set(trace.jobs["pool"]) <= set(trace.nodes["pool"])
+
+
+@needs_data
+def test_scaled_gangs_are_narrowed_to_a_share_of_their_pool():
+    nodes, jobs = synthesize(seed=7, scale=0.05)
+    pool_gpus = nodes.groupby("gpu_model")["gpu_capacity_num"].sum()
+    g = jobs["gpu_request"].to_numpy()
+    gang = np.where(g < 1, 1, g) * jobs["worker_num"].to_numpy()
+    share = gang / jobs["gpu_model"].map(pool_gpus).to_numpy()
+    multi = jobs["worker_num"].to_numpy() > 1
+    assert share[multi].max() <= 0.25 + 0.75 * 0.05 + 1e-9
+    assert multi.sum() > 0.05 * len(jobs)  # gangs are narrowed, not removed
+
+
+@needs_data
+def test_small_setup_carries_in_only_what_fits():
+    nodes, jobs = synthesize(seed=0, setup="small")
+    start = to_seconds(SETUPS["small"].start, "start")
+    carried = jobs[jobs["submit_time"] == start]
+    assert len(carried) > 0 and (carried["job_type"] == "HP").all()
+    gpus = (carried["gpu_request"] * carried["worker_num"]).groupby(carried["gpu_model"]).sum()
+    cap = nodes.groupby("gpu_model")["gpu_capacity_num"].sum()
+    assert (gpus <= cap[gpus.index]).all()
+    assert (jobs["submit_time"] >= start).all() and not (jobs["submit_time"] == 0).any()
 
 
 @needs_data
@@ -259,6 +288,21 @@ def test_exact_counts_sum_and_stay_within_one_of_the_quota(weights, n):
     quota = n * np.array(weights) / sum(weights)
     assert counts.sum() == n and (counts >= 0).all()
     assert np.all(np.abs(counts - quota) < 1 + 1e-9)
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.floats(min_value=0.1, max_value=500)),
+                min_size=1, max_size=200), st.integers(0, 2**31))
+@settings(max_examples=60, deadline=None)
+def test_deal_to_hours_is_a_permutation_keeping_slots(slots, seed):
+    slot_hour = np.array([h for h, _ in slots])
+    gw = np.array([x for _, x in slots])
+    demand = np.zeros(31)
+    demand[7] = 1.0  # all the real demand sits in hour 7
+    order = deal_to_hours(slot_hour, gw, demand, np.random.default_rng(seed))
+    assert sorted(order.tolist()) == list(range(len(slots)))
+    if (gw > 8).any() and (slot_hour == 7).any():
+        # a request of the largest size is dealt to the hour holding the demand
+        assert gw[order[slot_hour == 7]].max() == gw.max()
 
 
 @given(st.floats(min_value=0.001, max_value=0.999))

@@ -121,7 +121,29 @@ def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
         raise GfsError(str(exc)) from None
     if trace.jobs.empty:
         raise GfsError("no jobs left after selecting pools and window")
+    classes = spec.params.get("guarantee_classes")
+    if classes:
+        trace = assign_guarantee_classes(trace, tuple(float(c) for c in classes), spec.seed)
     return trace, lo, hi
+
+
+def assign_guarantee_classes(trace: Trace, classes: tuple[float, ...], seed: int) -> Trace:
+    """Give LP jobs whose class is not configured one of the configured classes.
+
+    Public traces carry no guarantee class, so loaders default to 1 h; with other classes
+    configured, each such LP job draws one uniformly (seeded, so runs are reproducible).
+    """
+    import numpy as np
+
+    jobs = trace.jobs
+    lp = (jobs["cls"] == "LP") & ~jobs["guarantee_h"].isin(classes)
+    if not lp.any():
+        return trace
+    rng = np.random.default_rng(seed + 7919)
+    jobs = jobs.copy()
+    jobs.loc[lp, "guarantee_h"] = rng.choice(np.asarray(classes, dtype=float), size=int(lp.sum()))
+    notes = [*trace.notes, f"LP guarantee classes drawn uniformly from {classes} h (seed {seed})"]
+    return Trace(trace.nodes, jobs, trace.origin, trace.name, notes)
 
 
 def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float] | None = None,

@@ -25,7 +25,7 @@ class SimSetup:
 
 
 SETUPS: dict[str, SimSetup] = {
-    "small": SimSetup("small", about="demo: A10 + A100 at 2.5 % scale, LP in the last week"),
+    "small": SimSetup("small", about="demo: A100 + GPU-series-1 at 5 % scale, LP in the last 10 days"),
     "paper-a100": SimSetup(
         "paper-a100", window=("2024-08-01", "2024-09-01"), replay_from="2024-07-04",
         about="the paper's 2,296-GPU A100 cluster; four weeks of warm-up, August scored"),

@@ -115,14 +115,30 @@ class FailSizes:
         return any(gf <= g and wf <= 1 for gf, wf in self.front)
 
 
+def quota_for(quotas: Mapping[tuple[str, float], int], pool: str, d: float) -> int | None:
+    """Quota of class ``d`` in ``pool``; a class without its own entry is held to the nearest
+    longer class (a longer window needs more hours free, so its quota is the stricter), else to
+    the pool's smallest quota. None only when the pool has no quota at all."""
+    q = quotas.get((pool, d))
+    if q is not None:
+        return q
+    entries = sorted((dd, qq) for (pp, dd), qq in quotas.items() if pp == pool)
+    if not entries:
+        return None
+    longer = [qq for dd, qq in entries if dd >= d]
+    return longer[0] if longer else min(qq for _dd, qq in entries)
+
+
 def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
             e_score: np.ndarray | None = None, use_history: bool = True,
             worker_fn: WorkerFn | None = None, fifo: bool = False,
-            head_of_line: bool = False, evictable: Mapping[int, RunningJob] | None = None) -> None:
+            head_of_line: bool = False, evictable: Mapping[int, RunningJob] | None = None,
+            hol_timeout_s: float = float("inf")) -> None:
     """HP pass on the live state. ``rule=None`` disables preemption.
 
     Order is PTS's (−g, submit) unless ``fifo``; jobs dominated by a gang that already failed in
-    this pool are skipped (`FailSizes`); ``head_of_line`` stops a pool at its first failure.
+    this pool are skipped (`FailSizes`); ``head_of_line`` stops a pool at its first failure,
+    unless that job has waited longer than ``hol_timeout_s`` (then later jobs may pass it).
     """
     st = rnd.state
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
@@ -153,7 +169,8 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
                     if res is not None:
                         placement, victims = res
                 if placement is None:
-                    if head_of_line:
+                    waited = rnd.time - rnd.queued_since.get(jid, job.submit)
+                    if head_of_line and waited <= hol_timeout_s:
                         stop = True
                         break
                     fails.add(job.g, job.workers)
@@ -172,7 +189,7 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
 def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float], int] | None,
             e_score: np.ndarray | None = None, use_history: bool = True,
             worker_fn: WorkerFn | None = None, fifo: bool = False,
-            head_of_line: bool = False) -> None:
+            head_of_line: bool = False, hol_timeout_s: float = float("inf")) -> None:
     """LP pass: quota check, then non-preemptive placement of the whole gang or nothing."""
     st = rnd.state
     queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
@@ -193,7 +210,7 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
                     if fifo and not fails.blocks(gmin):
                         continue
                     break
-                quota = quotas.get((pool, job.guarantee_h)) if quotas is not None else None
+                quota = quota_for(quotas, pool, job.guarantee_h) if quotas is not None else None
                 if not quota_allows(int(st.pool_lp[p]), job, quota):
                     if head_of_line:
                         stop = True
@@ -201,7 +218,8 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
                     continue
                 placement = place_gang(st, job, e_score, use_history, worker_fn)
                 if placement is None:
-                    if head_of_line:
+                    waited = rnd.time - rnd.queued_since.get(jid, job.submit)
+                    if head_of_line and waited <= hol_timeout_s:
                         stop = True
                         break
                     fails.add(job.g, job.workers)

@@ -155,6 +155,7 @@ class Simulator:
     def _enqueue(self, r: JobRun, t: float) -> None:
         r.status = "pending"
         r.queued_since = t
+        self.round.queued_since[r.job.id] = t
         if r.job.is_hp:
             self.hp_q.add(r.job)
         else:
@@ -166,6 +167,7 @@ class Simulator:
         job = r.job
         (self.hp_q if job.is_hp else self.lp_q).remove(job.id)
         self.state.allocate(job, placement)
+        self.round.queued_since.pop(job.id, None)
         r.status = "running"
         r.queue_time += t - r.queued_since
         if math.isnan(r.first_start):
@@ -242,7 +244,9 @@ class Simulator:
         job = r.job
         if job.is_hp:
             raise InvalidDecision(f"policy tried to evict HP job {job.id}")
-        in_window = t - r.window_start < job.guarantee_s
+        elapsed = t - r.window_start
+        # a lease that ends exactly where a window ended interrupts no window
+        in_window = elapsed < job.guarantee_s and (elapsed > 0 or not voluntary)
         if voluntary:
             r.saved = r.progress(t)     # a lease ends with a checkpoint
             r.overhead = self.cfg.requeue_cost_s
@@ -445,5 +449,7 @@ class Simulator:
     def _stuck(self) -> bool:
         """Nothing runs and nothing will arrive: no state change can start a pending job
         (what is still queued is reported as pending at the end)."""
+        # LP jobs waiting under a quota may start later (the forecast moves with time)
+        quota_bound = len(self.lp_q) > 0 and bool(self.quotas)
         return (not self.heap and self.next_arrival >= len(self.arrivals) and not self.running
-                and not self.dirty and self.idle_refreshes >= 12)
+                and not self.dirty and not quota_bound and self.idle_refreshes >= 12)

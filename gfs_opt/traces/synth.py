@@ -42,10 +42,12 @@ from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace
 from gfs_opt.traces.synth_arrivals import DAY, HOUR, regular_hour_counts, spot_mask, submit_times
 from gfs_opt.traces.synth_cluster import scale_nodes
 from gfs_opt.traces.synth_coupling import Margin, coupled_durations, size_bucket
+from gfs_opt.traces.synth_durations import censor
 from gfs_opt.traces.synth_inputs import MODELS, RealAggregates, load_aggregates
 from gfs_opt.traces.synth_requests import (
     draw_cells,
     fit_org_model_table,
+    narrow_gangs,
     sample_cpus,
     sample_requests,
 )
@@ -58,7 +60,8 @@ JOB_COLUMNS_RAW = ["job_name", "organization", "gpu_model", "cpu_request", "gpu_
 PAPER_A100_GPUS = 2296  # the paper's simulated cluster: 287 nodes × 8 A100
 # Largest gang, as a share of its pool's GPUs, at scale → 0 (1 at full scale, linear between).
 # Real gangs reach ~40–80 % of a 432-node pool; copied unchanged into a 20-node pool they would
-# need the whole pool at once and, as HP placement goes largest-first, stall every job behind them.
+# need the whole pool at once and, as HP placement goes largest-first, stall every job behind
+# them. A narrowed gang runs proportionally longer, so it keeps its GPU-seconds.
 MIN_GANG_SHARE = 0.25
 
 
@@ -159,13 +162,15 @@ def synthesize(seed: int = 0, scale: float = 1.0, pools: list[str] | None = None
     table = fit_org_model_table(agg)
     org, model = draw_cells(table, submit.size, streams[4])
     res = make_residents(agg, table, nodes, n_res, streams[5])
-    gang_share = MIN_GANG_SHARE + (1.0 - MIN_GANG_SHARE) * scale
-    g, w = sample_requests(model, agg, nodes, streams[6], gang_share=gang_share)
+    g, w = sample_requests(model, agg, nodes, streams[6])
     hour_demand = agg.hourly_demand.copy()
     hour_demand[0] = max(0.0, hour_demand[0] - float((res.g * res.w).sum()) / max(scale, 1e-9))
     order = deal_to_hours(submit // HOUR, g * w, hour_demand, streams[8])
     org, model, g, w = org[order], model[order], g[order], w[order]
     duration = _regular_durations(agg, scale, is_spot, submit, g * w, model, res, streams[3])
+    narrow = narrow_gangs(g, w, model, nodes, MIN_GANG_SHARE + (1.0 - MIN_GANG_SHARE) * scale)
+    duration = censor(np.ceil(duration * (w / narrow)), submit).astype(np.int64)
+    w = narrow
 
     org, model = np.concatenate([res.org, org]), np.concatenate([res.model, model])
     g, w = np.concatenate([res.g, g]), np.concatenate([res.w, w])

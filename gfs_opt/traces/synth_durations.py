@@ -15,9 +15,11 @@ Three populations, mixed exactly as in the real trace:
   The knots are the real bucket edges (1 min … 3 days) and the real overall p50…p99.
 
 Censoring: a job cannot outlive the recording (``CENSOR_END``), so the observed duration is
-``min(D, CENSOR_END − submit)``. The targets describe observed durations, so the HP CDF is first
-corrected: ``F(x) = 1 − (1 − G(x)) / R(x)`` with ``R(x)`` the share of HP jobs submitted more
-than x before the end, which makes the censored sample hit the observed targets.
+``min(D, CENSOR_END − submit)``. The targets describe observed durations, so the HP CDF is
+corrected: ``F(x) = 1 − (1 − G(x)) / R(x)`` with ``R(x)`` the share of jobs whose duration
+exceeds x that were submitted more than x before the end (`surviving_share`; re-evaluated by
+`synth_coupling` once it knows which jobs get the long durations), which makes the censored
+sample hit the observed targets.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@
   worker count from the real worker-count distribution tilted by ``w**alpha``; ``alpha`` is
   solved per model so that the mean ``g·w`` equals the real per-model demand
   (``demand_by_model.csv``), which is what sets each pool's requested-GPU pressure.
-  A gang never asks for more workers than its pool can host, nor (in a scaled-down trace) for
-  more than a share of the pool (`gang_share`).
+  A gang never asks for more workers than its pool can host; in a scaled-down trace
+  `narrow_gangs` also keeps it to a share of its pool, running longer instead.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from scipy.optimize import brentq
 
 from gfs_opt.traces.synth_inputs import MODELS, RealAggregates
 
-FRACTIONS = {0.05: 50, 0.1: 2428, 0.2: 8354, 0.25: 100, 0.3: 11996, 0.5: 26372}  # real counts
+# fractional per-worker requests: the real counts of 0.1 … 0.5, plus 0.05 and 0.25 standing in
+# for part of the 214 real "other" requests
+FRACTIONS = {0.05: 50, 0.1: 2428, 0.2: 8354, 0.25: 100, 0.3: 11996, 0.5: 26372}
 ALPHA_RANGE = (-6.0, 4.0)
 
 
@@ -37,6 +39,9 @@ class Profile:
     multi: float                 # share of whole-GPU jobs with ≥ 2 workers
 
 
+# Hand-set so that, mixed by the real per-model job counts, they reproduce the real per-worker
+# request mix (gpu_request_per_worker_counts, ≤ 0.5 pt off per value), the real share of
+# multi-worker jobs (8.4 %) and the real per-model median request.
 PROFILES = {
     "A10": Profile(0.19, {1: 1.0}, 0.012),
     "A100-SXM4-80GB": Profile(0.02, {1: .62, 2: .10, 3: .002, 4: .05, 6: .002, 8: .226}, 0.12),
@@ -126,12 +131,11 @@ def _tilted(values: np.ndarray, counts: np.ndarray, alpha: float) -> np.ndarray:
     return p / p.sum()
 
 
-def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str,
-                  gang_share: float = 1.0) -> ModelSampler:
+def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str) -> ModelSampler:
     """The model's request sampler with ``alpha`` solved against the real mean ``g·w``.
 
-    ``gang_share``: a gang asks for at most this share of the pool's GPUs (and never more
-    workers than the pool can host).
+    Per-worker requests fit the biggest node of ``nodes`` (the cluster being generated); gang
+    widths are those the real pool can host (`narrow_gangs` fits them to a smaller cluster).
     """
     prof = PROFILES[model]
     biggest = int(nodes.loc[nodes["gpu_model"] == model, "gpu_capacity_num"].max())
@@ -139,9 +143,8 @@ def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str,
     g_values = np.array(list(whole), dtype=float)
     g_probs = np.array(list(whole.values()), dtype=float)
     g_probs /= g_probs.sum()
-    pool_gpus = int(nodes.loc[nodes["gpu_model"] == model, "gpu_capacity_num"].sum())
-    hosts = worker_capacity(nodes, model, np.array(list(whole))).tolist()
-    caps = {g: max(1, min(h, int(gang_share * pool_gpus // g))) for g, h in zip(whole, hosts, strict=True)}
+    caps = dict(zip(whole, worker_capacity(agg.nodes, model, np.array(list(whole))).tolist(),
+                    strict=True))
     wc = agg.worker_counts[agg.worker_counts.index >= 2]
     w_values, w_counts = wc.index.to_numpy(dtype=np.int64), wc.to_numpy(dtype=float)
     frac_mean = _frac_mean()
@@ -165,8 +168,7 @@ def build_sampler(agg: RealAggregates, nodes: pd.DataFrame, model: str,
 
 
 def sample_requests(models: np.ndarray, agg: RealAggregates, nodes: pd.DataFrame,
-                    rng: np.random.Generator, single: bool = False,
-                    gang_share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+                    rng: np.random.Generator, single: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Per-worker GPUs and workers for jobs of the given model indices."""
     g = np.zeros(models.size)
     w = np.ones(models.size, dtype=np.int64)
@@ -174,8 +176,29 @@ def sample_requests(models: np.ndarray, agg: RealAggregates, nodes: pd.DataFrame
         sel = np.flatnonzero(models == i)
         if sel.size == 0 or not (nodes["gpu_model"] == model).any():
             continue
-        g[sel], w[sel] = build_sampler(agg, nodes, model, gang_share).sample(sel.size, rng, single)
+        g[sel], w[sel] = build_sampler(agg, nodes, model).sample(sel.size, rng, single)
     return g, w
+
+
+def narrow_gangs(g: np.ndarray, w: np.ndarray, models: np.ndarray, nodes: pd.DataFrame,
+                 share: float) -> np.ndarray:
+    """Workers once every gang fits its pool in ``nodes`` and asks for at most ``share`` of the
+    pool's GPUs (one worker at least).
+
+    The caller stretches the duration by the same factor, so each job keeps its GPU-seconds and
+    every pool its load.
+    """
+    out = w.copy()
+    per_worker = np.where(g < 1, 1, g).astype(np.int64)
+    for i, model in enumerate(MODELS):
+        sel = np.flatnonzero((models == i) & (w > 1))
+        if sel.size == 0:
+            continue
+        pool_gpus = int(nodes.loc[nodes["gpu_model"] == model, "gpu_capacity_num"].sum())
+        hosts = worker_capacity(nodes, model, per_worker[sel])
+        cap = np.minimum(hosts, np.floor(share * pool_gpus / per_worker[sel]).astype(np.int64))
+        out[sel] = np.minimum(w[sel], np.maximum(cap, 1))
+    return out
 
 
 def sample_cpus(g: np.ndarray, models: np.ndarray, agg: RealAggregates, nodes: pd.DataFrame,
