@@ -13,12 +13,12 @@ from typing import Any
 import pandas as pd
 
 from gfs_opt.errors import GfsError
-from gfs_opt.experiments.setups import SETUPS, lp_window, parse_time
+from gfs_opt.experiments.setups import SETUPS, lp_window
 from gfs_opt.model import Params
 from gfs_opt.policies import make_policy
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
-from gfs_opt.traces.base import Trace
+from gfs_opt.traces.base import Trace, parse_time
 
 
 @dataclass
@@ -102,14 +102,14 @@ def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
 
     trace = load_trace(spec.trace, seed=spec.seed)
     if spec.window is not None:
-        lo = parse_time(spec.window[0], trace.origin)
-        hi = parse_time(spec.window[1], trace.origin)
+        lo = parse_time(spec.window[0], trace.origin, "window start")
+        hi = parse_time(spec.window[1], trace.origin, "window end")
         assert lo is not None and hi is not None
         if hi <= lo:
             raise GfsError(f"window end {spec.window[1]} is not after its start {spec.window[0]}")
     else:
         lo, hi = lp_window(trace)
-    start = parse_time(spec.replay_from, trace.origin)
+    start = parse_time(spec.replay_from, trace.origin, "replay start")
     if start is not None:
         if start > lo:
             raise GfsError("the replay must start before the scored window")

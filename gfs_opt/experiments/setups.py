@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import pandas as pd
-
 from gfs_opt.errors import GfsError
 from gfs_opt.traces.base import Trace
 
@@ -35,23 +33,6 @@ SETUPS: dict[str, SimSetup] = {
     "ref-toy": SimSetup("ref-toy", window=("2024-03-11", "2024-03-13"),
                         about="24-node toy trace in the Alibaba schema, scored 2024-03-11..12"),
 }
-
-
-def parse_time(value: str | float | None, origin: pd.Timestamp) -> float | None:
-    """A date (YYYY-MM-DD[ HH:MM]) or seconds since the trace origin → seconds."""
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    text = str(value).strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return float((pd.Timestamp(text) - origin).total_seconds())
-    except (ValueError, TypeError):
-        raise GfsError(f"'{value}' is neither a date (YYYY-MM-DD) nor seconds") from None
 
 
 def lp_window(trace: Trace) -> tuple[float, float]:

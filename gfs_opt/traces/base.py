@@ -11,6 +11,27 @@ from gfs_opt.model import ClusterState, Job, JobClass
 
 ALIBABA_ORIGIN = pd.Timestamp("2024-03-01 00:00:00")
 
+
+def parse_time(value: str | float | None, origin: pd.Timestamp = ALIBABA_ORIGIN,
+               what: str = "time") -> float | None:
+    """A date (YYYY-MM-DD[ HH:MM]) or seconds since the trace origin → seconds."""
+    from gfs_opt.errors import GfsError
+
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return float((pd.Timestamp(text) - origin).total_seconds())
+    except (ValueError, TypeError):
+        raise GfsError(f"{what} {value!r}: expected a date YYYY-MM-DD or a number of seconds"
+                       ) from None
+
 NODE_COLUMNS = ["node_name", "pool", "gpus", "cpus"]
 JOB_COLUMNS = ["job_id", "name", "org", "pool", "cls", "g", "workers", "submit", "duration",
                "cpu", "guarantee_h", "resident"]

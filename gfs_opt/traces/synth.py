@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.errors import GfsError
-from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace
+from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace, parse_time
 from gfs_opt.traces.synth_arrivals import DAY, HOUR, regular_hour_counts, spot_mask, submit_times
 from gfs_opt.traces.synth_cluster import scale_nodes
 from gfs_opt.traces.synth_coupling import Margin, coupled_durations, size_bucket
@@ -98,20 +98,7 @@ SETUPS: dict[str, Setup] = {
 
 def to_seconds(value: str | float | int | None, what: str) -> float | None:
     """'YYYY-MM-DD' (midnight, trace origin 2024-03-01) or a number of seconds."""
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    text = str(value).strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        ts = pd.Timestamp(text)
-    except (ValueError, TypeError):
-        raise GfsError(f"--{what} {value!r}: expected a date YYYY-MM-DD or a number of seconds") from None
-    return (ts - ALIBABA_ORIGIN).total_seconds()
+    return parse_time(value, ALIBABA_ORIGIN, f"--{what}")
 
 
 def _resolve(scale: float, pools: list[str] | tuple[str, ...] | None, start: object, end: object,
