@@ -22,6 +22,8 @@ COMMAND_MODULES = [
     "gfs_opt.commands.solve_cmd",
     "gfs_opt.commands.sim_cmd",
     "gfs_opt.commands.forecast_cmd",
+    "gfs_opt.commands.sweep_cmd",
+    "gfs_opt.commands.reproduce_cmd",
 ]
 
 
@@ -45,8 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GfsError as exc:
         print(f"gfs-opt: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("gfs-opt: interrupted", file=sys.stderr)
+    except BrokenPipeError:   # output piped into e.g. `head`, which stopped reading
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt as exc:   # a handler may say what was saved and how to go on
+        print(f"gfs-opt: {exc or 'interrupted'}", file=sys.stderr)
         return 130
 
 

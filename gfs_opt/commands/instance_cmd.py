@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--max", type=int, default=5, help="stop after this many files")
     d.add_argument("--min-pending-hp", type=int, default=1)
     d.add_argument("--min-running-lp", type=int, default=0)
+    d.add_argument("--confirm", action="store_true",
+                   help="keep a round only if the greedy step evicts LP (preemption) or admits "
+                        "some but not all pending LP (admission) on it")
     d.add_argument("--prefix", default="round")
     d.add_argument("--out", type=Path, required=True)
     d.set_defaults(handler=_dump)
@@ -92,6 +95,7 @@ def _dump(args: argparse.Namespace) -> int:
                               max_files=args.max, kind=args.kind,
                               min_pending_hp=args.min_pending_hp,
                               min_running_lp=args.min_running_lp, after=lo,
+                              confirm=args.confirm,
                               source=f"{spec.trace} policy={spec.policy} lp_load={spec.lp_load}")
     sim.on_round = hook
     sim.run()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gfs_opt.model import MILLI
+from gfs_opt.model import MILLI, Round
 from gfs_opt.sim.engine import Simulator
 
 
@@ -16,6 +16,12 @@ class ContestedRoundDump:
     Preemption is contested in a pool when its pending HP demand exceeds its free GPUs while LP
     jobs run there (someone may have to be evicted); admission is contested when pending LP
     demand exceeds the quota headroom that is left (not every LP job can start).
+
+    Those tests are cheap but loose: one HP gang that can never start keeps a pool "contested"
+    for weeks. With ``confirm`` a candidate round is kept only if the greedy PTS step on a
+    snapshot really has a choice to make: preemption needs a new HP arrival and at least one LP
+    victim of the greedy HP pass; admission needs the rule to admit some pending LP jobs while
+    others keep waiting.
     """
 
     out: Path
@@ -27,6 +33,7 @@ class ContestedRoundDump:
     min_running_lp: int = 0
     after: float = 0.0
     source: str = ""
+    confirm: bool = False
     written: list[Path] = field(default_factory=list)
     _last: float = -1e18
 
@@ -53,6 +60,17 @@ class ContestedRoundDump:
                     return "admission"
         return None
 
+    @staticmethod
+    def confirmed(rnd: Round, kind: str) -> bool:
+        if kind == "preemption":
+            from gfs_opt.preempt.greedy import hp_pass
+
+            return bool(hp_pass(rnd).victims)
+        from gfs_opt.quota.admission import greedy_admission
+
+        admitted = greedy_admission(rnd)
+        return 0 < len(admitted) < len(rnd.pending_lp)
+
     def __call__(self, sim: Simulator) -> None:
         from gfs_opt.instance import save_round
 
@@ -62,14 +80,19 @@ class ContestedRoundDump:
         kind = self.contested(sim)
         if kind is None:
             return
-        self._last = t
+        if self.confirm and kind == "preemption" and not any(
+                sim.runs[j].queued_since == t for j in sim.hp_q):
+            return  # nothing new: the last pass already made every choice it could
         rnd = sim.snapshot()
+        if self.confirm and not self.confirmed(rnd, kind):
+            return
+        self._last = t
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / f"{self.prefix}-{kind}-t{int(t)}.json"
         meta = {"source": self.source, "policy": sim.policy.name, "contested": kind,
                 "time": t, "pending_hp": len(rnd.pending_hp), "pending_lp": len(rnd.pending_lp),
                 "running": len(rnd.running), "nodes": rnd.state.n_nodes,
-                "gpus": rnd.state.n_gpus}
+                "gpus": rnd.state.n_gpus, "confirmed": self.confirm}
         save_round(rnd, path, meta=meta)
         self.written.append(path)
         if len(self.written) >= self.max_files:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,13 +148,15 @@ def assign_guarantee_classes(trace: Trace, classes: tuple[float, ...], seed: int
 
 
 def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float] | None = None,
-        desc: str | None = None) -> RunOutput:
+        desc: str | None = None, on_round: Callable[[Simulator], None] | None = None) -> RunOutput:
+    """Simulate ``spec``; ``on_round`` is installed as `Simulator.on_round` (e.g. a tracer)."""
     trace_, lo, hi = trace or prepare_trace(spec)
     params = Params(**spec.params) if spec.params else Params()
     policy = make_policy(spec.policy, **spec.policy_options)
     cfg = SimConfig(eval_start=lo, eval_end=hi, drain_s=spec.drain_days * 86_400.0,
                     check_invariants=spec.check_invariants)
     sim = Simulator(trace_, policy, params, cfg)
+    sim.on_round = on_round
     callback, bar = None, None
     if progress:
         from tqdm.auto import tqdm

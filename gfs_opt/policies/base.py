@@ -81,11 +81,13 @@ def live_running(rnd: Round, protected: set[int] | None = None) -> dict[int, Run
     return {j: r for j, r in rnd.running.items() if j not in protected}
 
 
-def _pool_groups(rnd: Round, queue: PendingQueue, pool: str, fifo: bool) -> list[Iterator[int]]:
-    """Candidates in policy order: one group in FIFO order, else one group per request size g
-    (largest first; HP by submit time, LP by (w, submit))."""
+def _pool_groups(rnd: Round, queue: PendingQueue, pool: str, fifo: bool,
+                 fails: FailSizes) -> list[Iterator[int]]:
+    """Candidates in policy order: one group in FIFO order (sizes that can no longer start are
+    dropped as the pass goes), else one group per request size g (largest first; HP by submit
+    time, LP by (w, submit))."""
     if fifo:
-        return [queue.fifo_ids(pool)]
+        return [queue.fifo_ids(pool, fails.blocks)]
     return [ids for _g, ids in queue.buckets(pool)]
 
 
@@ -148,7 +150,7 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
         fails = FailSizes()
         gmin = queue.min_g(pool)
         stop = False
-        for group in _pool_groups(rnd, queue, pool, fifo):
+        for group in _pool_groups(rnd, queue, pool, fifo, fails):
             for jid in group:
                 job = rnd.jobs[jid]
                 if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
@@ -200,7 +202,7 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
         fails = FailSizes()
         gmin = queue.min_g(pool)
         stop = False
-        for group in _pool_groups(rnd, queue, pool, fifo):
+        for group in _pool_groups(rnd, queue, pool, fifo, fails):
             for jid in group:
                 job = rnd.jobs[jid]
                 if jid in st.alloc:

@@ -191,16 +191,22 @@ def _finish(rnd: Round, pm: PreemptModel, res: PreemptResult, p1: Outcome, p2: O
     protect = rnd.params.hard_guarantee if opts.hard_guarantee is None else opts.hard_guarantee
     greedy_ok = res.greedy is not None and not check_decision(rnd, res.greedy) and not (
         protect and any(rnd.running[j].in_window(rnd.time) for j in res.greedy.victims))
+    # a solve cut short (time-out, error) keeps its incumbent only if it beats the greedy answer
+    improves = (milp_score is not None and res.greedy_score is not None
+                and not res.greedy_score.at_least(milp_score))
     use_greedy = milp_score is None or (
-        greedy_ok and res.greedy_score is not None and not milp_score.at_least(res.greedy_score))
+        greedy_ok and res.greedy_score is not None and (
+            not milp_score.at_least(res.greedy_score) or (status != "optimal" and not improves)))
     if use_greedy and res.greedy is not None:
         if problems:
             status, why = "error", "MILP solution rejected: " + "; ".join(problems[:3])
         elif milp_score is None:
             detail = f": {final.detail}" if status == "error" and final.detail else ""
             why = f"no MILP solution ({status}{detail})"
-        else:
+        elif not milp_score.at_least(res.greedy_score):  # type: ignore[arg-type]
             why = f"MILP incumbent worse than greedy ({status})"
+        else:
+            why = f"MILP stopped ({status}) without improving on the greedy answer"
         decision, res.fallback = Decision(dict(res.greedy.placements), list(res.greedy.victims)), True
         milp_score = res.greedy_score
         message = why + "; greedy answer returned"

@@ -353,6 +353,11 @@ def solve_quota(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
             admitted, fallback = (list(greedy), True) if greedy is not None else ([], False)
             placements = {}
             message = "MILP admission rejected: " + "; ".join(problems[:2])
+        elif (qm.x and out.status != "optimal" and g_ok and greedy is not None
+              and g_val is not None and admission_value(rnd, admitted, opts) <= g_val + 1e-9):
+            # cut short (time-out) without beating the greedy admission: use the greedy's
+            admitted, fallback, placements = list(greedy), True, {}
+            message = f"MILP stopped ({out.status}) without improving on the greedy admission"
     if fallback and opts.pack and g_place is not None:
         placements = {j: g_place[j] for j in admitted if j in g_place}
     value = admission_value(rnd, admitted, opts)

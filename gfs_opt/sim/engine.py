@@ -140,6 +140,7 @@ class Simulator:
                            pools=self.pool_status, quotas=self.quotas, params=self.params)
         self.events = 0
         self.passes = 0
+        self.finished = 0               # jobs completed (for the job-conservation invariant)
         self.idle_refreshes = 0
         #: called before every policy pass with the simulator (e.g. to dump contested rounds)
         self.on_round: Callable[[Simulator], None] | None = None
@@ -229,6 +230,7 @@ class Simulator:
         self._release(r, t)
         r.status = "done"
         r.end = t
+        self.finished += 1
 
     def _window_end(self, r: JobRun, t: float) -> None:
         self._window_outcome(r, t, True)
@@ -374,6 +376,11 @@ class Simulator:
         for jid, (_cls, _g, placement) in self.state.alloc.items():
             if len(placement) != self.jobs[jid].workers:
                 problems.append(f"job {jid} runs with a partial gang")
+        # job conservation: every arrived job is queued, running or done, exactly once
+        queued = len(self.hp_q) + len(self.lp_q)
+        if self.next_arrival != queued + len(self.running) + self.finished:
+            problems.append(f"{self.next_arrival} jobs arrived but {queued} are queued, "
+                            f"{len(self.running)} running and {self.finished} done")
         if problems:
             raise InvalidDecision(f"invariant broken at t={t:.0f}: {'; '.join(problems)}")
 

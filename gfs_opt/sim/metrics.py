@@ -106,7 +106,13 @@ def summarize(rec: Recorder, price_per_gpu_hour: float = 2.0) -> dict[str, Any]:
                 if k != "n":
                     out[f"{name}_{metric}_{k}"] = v
         out[f"{name}_unfinished"] = int((sub["status"] != "done").sum()) if len(sub) else 0
-    out["solver_reports"] = rec.report_table().to_dict(orient="records")
+    reports = rec.report_table()
+    out["solver_reports"] = reports.to_dict(orient="records")
+    # exact steps over the whole replay: how often the greedy answer had to stand in
+    milp = reports[reports["method"] == "milp"]
+    out["milp_solves"] = int(milp["count"].sum())
+    out["milp_fallbacks"] = int(milp.loc[milp["fallback"].astype(bool), "count"].sum())
+    out["milp_timeouts"] = int(milp.loc[milp["status"] == "timeout", "count"].sum())
     return out
 
 

@@ -6,8 +6,9 @@ HP order is (−g, submit, id); LP order is (−g, w, submit, id). Buckets let a
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from gfs_opt.model import Job, JobClass
 
@@ -18,7 +19,8 @@ class PendingQueue:
     def __init__(self, cls: JobClass) -> None:
         self.cls = cls
         self._buckets: dict[str, dict[int, list[tuple]]] = {}
-        self._fifo: dict[str, list[tuple[float, int]]] = {}
+        # per (pool, g): (submit, id) in submit order, for FIFO policies
+        self._fifo: dict[str, dict[int, list[tuple[float, int]]]] = {}
         self._members: dict[int, tuple[str, int, tuple]] = {}
 
     @classmethod
@@ -38,7 +40,7 @@ class PendingQueue:
             return
         key = self._key(job)
         insort(self._buckets.setdefault(job.pool, {}).setdefault(job.g, []), key)
-        insort(self._fifo.setdefault(job.pool, []), (job.submit, job.id))
+        insort(self._fifo.setdefault(job.pool, {}).setdefault(job.g, []), (job.submit, job.id))
         self._members[job.id] = (job.pool, job.g, key)
 
     def remove(self, job_id: int) -> None:
@@ -47,9 +49,11 @@ class PendingQueue:
         del bucket[bisect_left(bucket, key)]
         if not bucket:
             del self._buckets[pool][g]
-        fifo = self._fifo[pool]
+        fifo = self._fifo[pool][g]
         submit = key[-2]
         del fifo[bisect_left(fifo, (submit, job_id))]
+        if not fifo:
+            del self._fifo[pool][g]
 
     def pools(self) -> list[str]:
         return [p for p, b in self._buckets.items() if b]
@@ -63,9 +67,24 @@ class PendingQueue:
         b = self._buckets.get(pool, {})
         return [(g, (k[-1] for k in b[g])) for g in sorted(b, reverse=True)]
 
-    def fifo_ids(self, pool: str) -> Iterator[int]:
-        """Job ids of one pool in submit order (lazy; same no-mutation rule as `buckets`)."""
-        return (jid for _s, jid in self._fifo.get(pool, ()))
+    def fifo_ids(self, pool: str, skip_size: Callable[[int], bool] | None = None
+                 ) -> Iterator[int]:
+        """Job ids of one pool in submit order (lazy; same no-mutation rule as `buckets`).
+
+        ``skip_size(g)`` is asked before each job; once it says True for a size, the rest of that
+        size is dropped, so a backlog of a size that cannot start costs nothing per pass.
+        """
+        sizes = self._fifo.get(pool, {})
+        heads = [(lst[0][0], lst[0][1], g, 0) for g, lst in sizes.items() if lst]
+        heapq.heapify(heads)
+        while heads:
+            _s, jid, g, i = heapq.heappop(heads)
+            if skip_size is not None and skip_size(g):
+                continue
+            yield jid
+            lst = sizes[g]
+            if i + 1 < len(lst):
+                heapq.heappush(heads, (lst[i + 1][0], lst[i + 1][1], g, i + 1))
 
     def min_g(self, pool: str) -> int:
         """Smallest per-worker request waiting in a pool (a pass can stop once that failed)."""

@@ -40,6 +40,10 @@ RAW_JOB_COLUMNS = ["job_name", "organization", "gpu_model", "cpu_request", "gpu_
                    "worker_num", "submit_time", "duration", "job_type"]
 CLASS_OF_JOB_TYPE = {"HP": "HP", "Spot": "LP"}
 DEFAULT_GUARANTEE_H = 1.0
+# bounds as in the instance-file schema: per-GPU state is allocated per node, so a typo such as
+# 10**9 GPUs on one node would otherwise exhaust memory instead of failing
+MAX_NODE_GPUS = 1024
+MAX_WORKERS = 1_000_000
 
 _NODE_TEXT = ["gpu_model", "node_name"]
 _JOB_TEXT = ["job_name", "organization", "gpu_model", "job_type"]
@@ -53,7 +57,8 @@ def nodes_from_raw(raw: pd.DataFrame, source: object = "<memory>") -> pd.DataFra
         raise InputError(source, "no nodes (the file has a header but no data rows)")
     pool = text_column(raw, "gpu_model", source)
     names = text_column(raw, "node_name", source)
-    gpus = numeric_column(raw, "gpu_capacity_num", source, integer=True, minimum=1)
+    gpus = numeric_column(raw, "gpu_capacity_num", source, integer=True, minimum=1,
+                          maximum=MAX_NODE_GPUS)
     cpus = numeric_column(raw, "cpu_num", source, minimum=0)
     unique_column(names, source, "node_name", "node name")
     return pd.DataFrame({"node_name": names.to_numpy(), "pool": pool.to_numpy(),
@@ -76,8 +81,9 @@ def jobs_from_raw(raw: pd.DataFrame, nodes: pd.DataFrame,
     fail_first(~jtype.isin(list(CLASS_OF_JOB_TYPE)).to_numpy(), source, "job_type",
                lambda p: f"unknown job_type {jtype.iloc[p]!r} (expected HP or Spot)")
     cpu = numeric_column(raw, "cpu_request", source, minimum=0)
-    gpu_req = numeric_column(raw, "gpu_request", source, minimum=0)
-    workers = numeric_column(raw, "worker_num", source, integer=True, minimum=1)
+    gpu_req = numeric_column(raw, "gpu_request", source, minimum=0, maximum=MAX_NODE_GPUS)
+    workers = numeric_column(raw, "worker_num", source, integer=True, minimum=1,
+                             maximum=MAX_WORKERS)
     submit = numeric_column(raw, "submit_time", source, minimum=0)
     duration = numeric_column(raw, "duration", source, minimum=0)
     unique_column(names, source, "job_name", "job_name")

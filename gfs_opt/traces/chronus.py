@@ -72,7 +72,8 @@ def load_chronus(csv: Path, *, nodes: int | None = None, gpus_per_node: int = DE
     if gpus_per_node < 1:
         raise ValueError("gpus_per_node must be ≥ 1")
     raw = read_table(csv, JOB_FILE_COLUMNS, text=["user", "job_type"])
-    job_id = numeric_column(raw, "job_id", csv, integer=True, minimum=0).astype(np.int64)
+    job_id = numeric_column(raw, "job_id", csv, integer=True, minimum=0,
+                            maximum=2**53).astype(np.int64)  # exact in float64, fits int64
     unique_column(pd.Series(job_id), csv, "job_id", "job_id")
     org = text_column(raw, "user", csv)
     jtype = text_column(raw, "job_type", csv)
@@ -82,7 +83,9 @@ def load_chronus(csv: Path, *, nodes: int | None = None, gpus_per_node: int = DE
         best = numeric_column(raw, "best_effort", csv, integer=True, minimum=0)
         fail_first((best == 1) != (jtype == "best").to_numpy(), csv, "best_effort",
                    lambda p: f"best_effort {best[p]:g} contradicts job_type {jtype.iloc[p]!r}")
-    num_gpu = numeric_column(raw, "num_gpu", csv, integer=True, minimum=0).astype(np.int64)
+    # the cluster is sized to the peak demand: bound requests so a typo cannot size it absurdly
+    num_gpu = numeric_column(raw, "num_gpu", csv, integer=True, minimum=0,
+                             maximum=100_000).astype(np.int64)
     submit = numeric_column(raw, "submit_time", csv, minimum=0)
     duration = numeric_column(raw, "duration", csv, minimum=0)
 

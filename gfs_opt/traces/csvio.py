@@ -75,8 +75,10 @@ def text_column(df: pd.DataFrame, column: str, source: object,
 
 
 def numeric_column(df: pd.DataFrame, column: str, source: object, *, integer: bool = False,
-                   minimum: float | None = None, allow_missing: bool = False) -> np.ndarray:
-    """A column as float64, checked: numeric, present, finite, whole if ``integer``, ≥ ``minimum``.
+                   minimum: float | None = None, maximum: float | None = None,
+                   allow_missing: bool = False) -> np.ndarray:
+    """A column as float64, checked: numeric, present, finite, whole if ``integer``, within
+    [``minimum``, ``maximum``].
 
     Missing cells come back as NaN when ``allow_missing``.
     """
@@ -103,6 +105,9 @@ def numeric_column(df: pd.DataFrame, column: str, source: object, *, integer: bo
         word = "negative value" if minimum == 0 else "value"
         fail_first(present & (vals < minimum), source, column,
                    lambda p: f"{word} {vals[p]:g} (must be ≥ {minimum:g})")
+    if maximum is not None:
+        fail_first(present & (vals > maximum), source, column,
+                   lambda p: f"value {vals[p]:g} is implausibly large (must be ≤ {maximum:g})")
     return vals
 
 

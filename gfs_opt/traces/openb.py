@@ -54,7 +54,7 @@ Assign = Literal["hash", "first"]
 def load_openb_nodes(path: Path) -> tuple[pd.DataFrame, list[str]]:
     """GPU nodes of an openb node list in gfs_opt columns; CPU-only nodes are dropped."""
     raw = read_table(Path(path), NODE_FILE_COLUMNS, text=["sn", "model"])
-    gpus = numeric_column(raw, "gpu", path, integer=True, minimum=0)
+    gpus = numeric_column(raw, "gpu", path, integer=True, minimum=0, maximum=1024)
     has_gpu = gpus > 0
     names = text_column(raw, "sn", path)
     model = text_column(raw, "model", path, required=has_gpu)
@@ -86,7 +86,7 @@ def load_openb(pod_csv: Path, node_csv: Path | None = None, *, assign: Assign = 
     names = text_column(raw, "name", src)
     unique_column(names, src, "name", "pod name")
     qos = text_column(raw, "qos", src)
-    num_gpu = numeric_column(raw, "num_gpu", src, integer=True, minimum=0)
+    num_gpu = numeric_column(raw, "num_gpu", src, integer=True, minimum=0, maximum=1024)
     milli = numeric_column(raw, "gpu_milli", src, integer=True, minimum=0)
     uses_gpu = num_gpu > 0
     shared = num_gpu == 1

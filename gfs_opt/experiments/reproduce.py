@@ -1,0 +1,320 @@
+"""The paper's evaluation, end to end: the run plan, running it (resumable), and its results.
+
+Plan (`ReproConfig`; `ReproConfig.quick()` is the small variant the test suite runs):
+
+- **grid** — setup ``paper-a100`` at low / medium / high LP load × GFS and the four baselines,
+  plus GFS-MILP at the loads in ``milp_loads``;
+- **ablations** — GFS and its four ablations at ``ablation_load``;
+- **full** — the full-cluster August replay: GFS and the best baseline of the grid at medium load
+  (lowest mean LP JQT, then lowest eviction rate);
+- **instances** — every file of ``instances/`` through the greedy and the exact solvers.
+
+Every run is written to ``OUT/runs/<setup>/<load>/<policy>/`` (`RunOutput.write`, plus the quota
+trace of GFS variants). A run whose folder already holds the same spec is loaded instead of
+re-run, so an interrupted reproduction resumes where it stopped and the report can be rebuilt
+without simulating anything. Identical specs (GFS at medium load in the grid and the ablations)
+run once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gfs_opt.errors import GfsError
+from gfs_opt.experiments.compare import _options_for
+from gfs_opt.experiments.quota_trace import QuotaTracer
+from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
+from gfs_opt.experiments.setups import LOADS, SETUPS
+from gfs_opt.policies import POLICIES
+from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.traces.base import Trace
+
+BASELINES = ("yarn-cs", "chronus", "lyra", "fgd")
+ABLATIONS = ("gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims")
+GROUPS = ("grid", "ablations", "full")
+QUOTA_TRACE = "quota_trace.csv"
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ReproConfig:
+    """What to run. Loads are (name, factor) pairs; ``None`` skips a part."""
+
+    setup: str = "paper-a100"
+    loads: tuple[tuple[str, float], ...] = tuple(LOADS.items())
+    policies: tuple[str, ...] = ("gfs", *BASELINES)
+    milp_policies: tuple[str, ...] = ("gfs-milp",)
+    milp_loads: tuple[str, ...] = ("medium",)
+    ablations: tuple[str, ...] = ABLATIONS
+    ablation_load: str = "medium"
+    full_setup: str | None = "full"
+    full_policies: tuple[str, ...] = ("gfs",)
+    full_best_baseline: bool = True
+    forecaster: str = "prophet"
+    # Prophet per tenant over six months of the full cluster takes hours on 2 cores; the
+    # fast seasonal ETS keeps the full replay to minutes (None: same as ``forecaster``)
+    full_forecaster: str | None = "ets"
+    window: tuple[str, str] | None = None      # overrides the setup's scored window
+    instances: str | None = "instances"        # folder of instance files (None: skip)
+    instance_include: tuple[str, ...] | None = None   # file-name prefixes to keep
+    milp_time_limit: float = 10.0
+    seed: int = 0
+    drain_days: float = 3.0
+    quick: bool = False
+
+    @classmethod
+    def quick_config(cls, **overrides: Any) -> ReproConfig:
+        """Seconds, not hours: the small setup at medium load, fast forecaster, no full replay,
+        no GFS-MILP simulation (a MILP per contested round is the slow part), tiny instances."""
+        base = cls(setup="small", loads=(("medium", 1.0),), forecaster="ets", full_setup=None,
+                   milp_policies=(), instance_include=("tiny-",), milp_time_limit=2.0, quick=True)
+        return replace(base, **overrides)
+
+    def validate(self) -> None:
+        for setup in (self.setup, self.full_setup):
+            if setup is not None and setup not in SETUPS:
+                raise GfsError(f"unknown setup '{setup}'; choose from {', '.join(SETUPS)}")
+        names = [*self.policies, *self.milp_policies, *self.ablations, *self.full_policies]
+        unknown = sorted({p for p in names if p not in POLICIES})
+        if unknown:
+            raise GfsError(f"unknown policy {unknown}; choose from {', '.join(POLICIES)}")
+        load_names = {name for name, _ in self.loads}
+        if not self.loads:
+            raise GfsError("no LP load to run")
+        for name in (*self.milp_loads, self.ablation_load):
+            if name not in load_names:
+                raise GfsError(f"load '{name}' is not among the grid's loads {sorted(load_names)}")
+        if "gfs" not in self.policies:
+            raise GfsError("the grid needs policy 'gfs' (everything is compared with it)")
+        if self.milp_time_limit <= 0:
+            raise GfsError("the MILP time limit must be positive")
+
+
+@dataclass
+class Cell:
+    """One simulation of the plan."""
+
+    group: str
+    setup: str
+    load: str
+    factor: float
+    policy: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.setup}/{self.load}/{self.policy}"
+
+
+@dataclass
+class ReproResults:
+    """Outputs by group → load → policy, the instance gaps, timings and where it all lives."""
+
+    config: ReproConfig
+    out: Path
+    runs: dict[str, dict[str, dict[str, RunOutput]]] = field(default_factory=dict)
+    quota_traces: dict[str, pd.DataFrame] = field(default_factory=dict)   # by Cell.key
+    run_dirs: dict[str, Path] = field(default_factory=dict)               # by Cell.key
+    reused: set[str] = field(default_factory=set)                         # Cell.keys loaded
+    gaps: pd.DataFrame | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    best_baseline: str | None = None
+
+    def group(self, name: str) -> dict[str, dict[str, RunOutput]]:
+        return self.runs.get(name, {})
+
+    def summaries(self) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+        """JSON-friendly summaries (with the extras of `extras`) by group → load → policy."""
+        return {g: {ld: {p: {**o.summary, **extras(o)} for p, o in by_pol.items()}
+                    for ld, by_pol in by_load.items()} for g, by_load in self.runs.items()}
+
+    def per_pool(self) -> dict[str, dict[str, dict[str, list[dict[str, Any]]]]]:
+        return {g: {ld: {p: o.per_pool.reset_index().to_dict(orient="records")
+                         for p, o in by_pol.items()} for ld, by_pol in by_load.items()}
+                for g, by_load in self.runs.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": asdict(self.config), "best_baseline": self.best_baseline,
+                "summaries": self.summaries(), "per_pool": self.per_pool(),
+                "gaps": None if self.gaps is None else self.gaps.to_dict(orient="records"),
+                "timings": self.timings}
+
+
+def extras(out: RunOutput) -> dict[str, Any]:
+    """Numbers the report needs beyond the run summary: the LP JQT of jobs that started at all,
+    how many never did, and the HP JCT p99 over finished HP jobs (residents included)."""
+    jobs = out.jobs
+    if jobs is None or jobs.empty or "cls" not in jobs:
+        return {}
+    lp = jobs[jobs["cls"] == "LP"]
+    started = lp[lp["first_start"].notna()]
+    return {"lp_never_started": int(lp["first_start"].isna().sum()),
+            "lp_jqt_mean_started": float(started["jqt"].mean()) if len(started) else float("nan"),
+            "lp_jqt_p90_started": float(started["jqt"].quantile(0.9)) if len(started)
+            else float("nan")}
+
+
+# ---- the plan ---------------------------------------------------------------------------------
+def grid_cells(cfg: ReproConfig) -> list[Cell]:
+    cells = [Cell("grid", cfg.setup, name, f, p) for name, f in cfg.loads for p in cfg.policies]
+    cells += [Cell("grid", cfg.setup, name, f, p) for name, f in cfg.loads
+              for p in cfg.milp_policies if name in cfg.milp_loads]
+    factor = dict(cfg.loads)[cfg.ablation_load]
+    cells += [Cell("ablations", cfg.setup, cfg.ablation_load, factor, p)
+              for p in ("gfs", *cfg.ablations)]
+    return cells
+
+
+def full_cells(cfg: ReproConfig, best_baseline: str | None) -> list[Cell]:
+    if cfg.full_setup is None:
+        return []
+    pols = list(cfg.full_policies)
+    if cfg.full_best_baseline and best_baseline and best_baseline not in pols:
+        pols.append(best_baseline)
+    return [Cell("full", cfg.full_setup, "medium", 1.0, p) for p in pols]
+
+
+def pick_best_baseline(by_policy: dict[str, RunOutput]) -> str | None:
+    """The baseline with the lowest mean LP JQT, ties by the lower LP eviction rate."""
+    cands = [(o.summary.get("lp_jqt_mean", float("inf")), o.summary.get("lp_eviction_rate", 1.0), p)
+             for p, o in by_policy.items() if p in BASELINES]
+    return min(cands)[2] if cands else None
+
+
+def spec_for(cfg: ReproConfig, cell: Cell) -> RunSpec:
+    forecaster = cfg.full_forecaster if cell.group == "full" and cfg.full_forecaster else \
+        cfg.forecaster
+    kw: dict[str, Any] = {"policy": cell.policy, "lp_load": cell.factor, "seed": cfg.seed,
+                          "drain_days": cfg.drain_days}
+    if cfg.window is not None and cell.setup == cfg.setup:
+        kw["window"] = tuple(cfg.window)
+    spec = RunSpec.from_setup(cell.setup, **kw)
+    spec.policy_options = _options_for(cell.policy, {"forecaster": forecaster})
+    return spec
+
+
+# ---- persistence ------------------------------------------------------------------------------
+def _normal(obj: Any) -> Any:
+    """JSON round trip, so that tuples and lists compare equal."""
+    return json.loads(json.dumps(obj, default=str))
+
+
+def load_run(folder: Path, spec: RunSpec | None = None) -> RunOutput | None:
+    """A run written by `RunOutput.write`; None if absent, incomplete or made from another spec."""
+    summary_path = folder / "summary.json"
+    if not summary_path.exists():
+        return None
+    try:
+        doc = json.loads(summary_path.read_text())
+        if spec is not None and _normal(doc["spec"]) != _normal(asdict(spec)):
+            return None
+        tables = {name: pd.read_csv(folder / f"{name}.csv")
+                  for name in ("per_class", "per_pool", "timeseries", "jobs", "quota_log")}
+    except (OSError, ValueError, KeyError, pd.errors.EmptyDataError):
+        return None
+    raw = doc["spec"]
+    for key in ("window", "pools"):
+        if raw.get(key) is not None:
+            raw[key] = tuple(raw[key])
+    summary = {k: (float("nan") if v is None else v) for k, v in doc["summary"].items()}
+    return RunOutput(RunSpec(**raw), summary, tables["per_class"].set_index("cls"),
+                     tables["per_pool"].set_index("pool"), tables["timeseries"], tables["jobs"],
+                     tables["quota_log"], float(doc.get("wall_s", 0.0)), int(doc.get("events", 0)))
+
+
+# ---- running ----------------------------------------------------------------------------------
+def _is_gfs(policy: str) -> bool:
+    return issubclass(POLICIES[policy][0], GFSPolicy)
+
+
+def run_cells(cells: list[Cell], cfg: ReproConfig, res: ReproResults, say: Progress,
+              progress_bars: bool, fresh: bool, counter: list[int], total: int) -> None:
+    """Run (or load) every cell; traces are prepared once per (setup, load)."""
+    prepared: dict[tuple[str, str], tuple[Trace, float, float]] = {}
+    done: dict[str, RunOutput] = {}
+    for cell in cells:
+        counter[0] += 1
+        tag = f"[{counter[0]}/{total}] {cell.group:<9} {cell.setup} · {cell.load} · {cell.policy}"
+        spec = spec_for(cfg, cell)
+        folder = res.out / "runs" / cell.setup / cell.load / cell.policy
+        out = done.get(cell.key)
+        if out is None and not fresh:
+            out = load_run(folder, spec)
+            if out is not None:
+                res.reused.add(cell.key)
+                trace_path = folder / QUOTA_TRACE
+                if trace_path.exists():
+                    res.quota_traces[cell.key] = pd.read_csv(trace_path)
+                say(f"{tag}: reused {folder}")
+        elif out is not None:
+            say(f"{tag}: same run as {cell.key} above")
+        if out is None:
+            pk = (cell.setup, cell.load)
+            if pk not in prepared:
+                prepared.clear()       # one prepared trace in memory at a time
+                t0 = time.perf_counter()
+                prepared[pk] = prepare_trace(spec)
+                res.timings[f"prepare {cell.setup}/{cell.load}"] = time.perf_counter() - t0
+            trace = prepared[pk]
+            tracer = QuotaTracer(start=trace[1], end=trace[2]) if _is_gfs(cell.policy) else None
+            say(f"{tag} …")
+            # no stale table may outlive an interrupted re-run next to a fresh summary.json
+            for old in (*folder.glob("*.csv"), folder / "summary.json"):
+                old.unlink(missing_ok=True)
+            out = run(spec, progress=progress_bars, trace=trace, on_round=tracer,
+                      desc=f"{cell.policy} @ {cell.load}")
+            out.write(folder)
+            if tracer is not None:
+                table = tracer.table()
+                table.to_csv(folder / QUOTA_TRACE, index=False)
+                res.quota_traces[cell.key] = table
+            s = out.summary
+            say(f"{tag}: {out.wall_s:,.1f} s · LP evict {100 * s['lp_eviction_rate']:.2f} % · "
+                f"LP JQT {s['lp_jqt_mean']:,.0f} s · HP JQT {s['hp_jqt_mean']:,.0f} s · "
+                f"alloc {100 * s['allocation_rate']:.1f} %")
+        done[cell.key] = out
+        res.run_dirs[cell.key] = folder
+        res.runs.setdefault(cell.group, {}).setdefault(cell.load, {})[cell.policy] = out
+        res.timings[f"run {cell.key}"] = out.wall_s
+
+
+def reproduce(cfg: ReproConfig, out: Path, say: Progress = print, progress_bars: bool = False,
+              fresh: bool = False) -> ReproResults:
+    """Run the plan of the module doc into ``out``; see `report.write_report` for the report."""
+    cfg.validate()
+    t_start = time.perf_counter()
+    res = ReproResults(cfg, out)
+    out.mkdir(parents=True, exist_ok=True)
+    cells = grid_cells(cfg)
+    n_full = len(cfg.full_policies) + int(cfg.full_best_baseline) if cfg.full_setup else 0
+    total = len(cells) + n_full
+    counter = [0]
+    t0 = time.perf_counter()
+    run_cells(cells, cfg, res, say, progress_bars, fresh, counter, total)
+    res.timings["grid + ablations"] = time.perf_counter() - t0
+    medium = cfg.ablation_load
+    res.best_baseline = pick_best_baseline(res.group("grid").get(medium, {}))
+    if cfg.full_setup:
+        t0 = time.perf_counter()
+        run_cells(full_cells(cfg, res.best_baseline), cfg, res, say, progress_bars, fresh,
+                  counter, total)
+        res.timings["full replay"] = time.perf_counter() - t0
+    if cfg.instances:
+        from gfs_opt.experiments.milp_gap import instance_files, solve_instances
+
+        folder = Path(cfg.instances)
+        files = instance_files(folder, cfg.instance_include)
+        say(f"greedy vs MILP on {len(files)} instance files of {folder} "
+            f"(time limit {cfg.milp_time_limit:g} s) …")
+        t0 = time.perf_counter()
+        res.gaps = solve_instances(files, cfg.milp_time_limit, progress=progress_bars)
+        res.timings["instances"] = time.perf_counter() - t0
+    res.timings["total"] = time.perf_counter() - t_start
+    return res

@@ -1,0 +1,362 @@
+"""Run a grid of simulations (a sweep) on an engine, resumably, into one tidy table.
+
+Output folder::
+
+    OUT/sweep.json          the spec (text) and the grid: cell id → parameters
+    OUT/cells/<id>/         one finished cell: cell.json (parameters, metrics or error, timing)
+                            plus RunOutput's tables (summary.json, jobs.csv, …)
+    OUT/results.parquet     one row per cell: parameters, status, error, summary metrics
+    OUT/results.csv         the same as CSV
+    OUT/summary.csv         per configuration (all parameters but the seed): mean and 95 % CI
+    OUT/timings.csv         wall times per cell (kept apart: they differ from run to run)
+
+A cell folder appears whole or not at all (written under a temporary name, then renamed), so
+an interrupted sweep leaves only finished cells, and ``resume`` re-runs exactly the others
+(failed cells included). The tables are built from the cell records on disk, in grid order, so
+the same grid gives identical tables whichever engine ran it and however often it was resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gfs_opt.errors import GfsError
+from gfs_opt.experiments.runner import RunOutput
+from gfs_opt.experiments.sweep_cell import CellOutcome
+from gfs_opt.experiments.sweep_engines import Engine, Task
+from gfs_opt.experiments.sweep_spec import Cell, memory_hint_mb
+
+CELL_FILE = "cell.json"
+RESULT_FILES = ("results.parquet", "results.csv", "summary.csv", "timings.csv")
+#: summary keys that are not per-run metrics (or not deterministic: those go to timings.csv)
+_NOT_METRICS = {"policy", "policy_options", "wall_s", "events_per_s", "trace_notes",
+                "solver_reports", "window"}
+#: headline metrics of the printed summary: key → (heading, scale)
+HEADLINE = {"lp_eviction_rate": ("LP evict %", 100.0), "lp_jqt_mean": ("LP JQT s", 1.0),
+            "lp_jct_mean": ("LP JCT s", 1.0), "hp_jqt_mean": ("HP JQT s", 1.0),
+            "allocation_rate": ("alloc %", 100.0)}
+
+
+@dataclass
+class SweepResult:
+    out: Path
+    table: pd.DataFrame           # one row per cell
+    summary: pd.DataFrame         # one row per configuration
+    cells: int
+    ran: int
+    skipped: int
+    failed: int                   # failed cells in the table (this run or earlier)
+    wall_s: float
+    engine: str
+
+
+# ---- files --------------------------------------------------------------------------------
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _publish_modes(root: Path) -> None:
+    """Temporary files and folders are private (0600/0700); results get the usual modes."""
+    mask = _umask()
+    for p in [root, *root.rglob("*")]:
+        p.chmod((0o777 if p.is_dir() else 0o666) & ~mask)
+
+
+def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
+    """Write via ``write(tmp)`` then rename: the file appears whole or not at all."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(tmp)
+        _publish_modes(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_text(path: Path, text: str) -> None:
+    _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf → None, numpy scalars → Python, tuples → lists."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def flat_metrics(out: RunOutput) -> dict[str, Any]:
+    """The run's scalar summary metrics (deterministic ones only)."""
+    s = out.summary
+    flat: dict[str, Any] = {}
+    lo, hi = s.get("window", [math.nan, math.nan])
+    flat["window_start"], flat["window_end"] = lo, hi
+    for key, value in s.items():
+        if key in _NOT_METRICS or isinstance(value, dict | list | tuple):
+            continue
+        flat[key] = value
+    flat["policy_options"] = json.dumps(_clean(s.get("policy_options", {})), sort_keys=True)
+    return _clean(flat)
+
+
+def cell_record(cell: Cell, outcome: CellOutcome, engine: str) -> dict[str, Any]:
+    out = outcome.output
+    timing = {"cell_s": outcome.cell_s, "worker": outcome.worker, "engine": engine,
+              "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    if out is not None:
+        timing |= {"sim_wall_s": out.wall_s, "events_per_s": out.summary.get("events_per_s")}
+    return _clean({
+        "id": cell.id, "status": "ok" if out is not None else "failed", "params": cell.params,
+        "spec": asdict(cell.spec), "metrics": flat_metrics(out) if out is not None else {},
+        "error": outcome.error, "error_type": outcome.error_type,
+        "traceback": outcome.traceback, "timing": timing})
+
+
+def write_cell(cells_dir: Path, cell: Cell, outcome: CellOutcome, engine: str) -> None:
+    """Write one cell folder atomically (replacing an earlier, failed, record of it)."""
+    final = cells_dir / cell.id
+    tmp = Path(tempfile.mkdtemp(dir=cells_dir, prefix=f".tmp-{cell.id}-"))
+    try:
+        if outcome.output is not None:
+            outcome.output.write(tmp)
+        _write_text(tmp / CELL_FILE, json.dumps(cell_record(cell, outcome, engine), indent=1))
+        _publish_modes(tmp)
+        if final.exists():
+            old = cells_dir / f".old-{cell.id}-{uuid.uuid4().hex[:8]}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def read_record(cells_dir: Path, cid: str) -> dict[str, Any] | None:
+    path = cells_dir / cid / CELL_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _remove_leftovers(cells_dir: Path) -> None:
+    """Temporary folders of an interrupted earlier run (never a finished cell)."""
+    for p in cells_dir.glob(".tmp-*"):
+        shutil.rmtree(p, ignore_errors=True)
+    for p in cells_dir.glob(".old-*"):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+# ---- tables -------------------------------------------------------------------------------
+def merge(cells: Sequence[Cell], cells_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(results, timings): one row per cell of the grid, in grid order; cells without a
+    record are 'missing'."""
+    rows, timing_rows = [], []
+    for cell in cells:
+        rec = read_record(cells_dir, cell.id) or {}
+        status = rec.get("status", "missing")
+        row = {"cell": cell.id, **cell.params, "status": status, "error": rec.get("error", "")}
+        for key, value in (rec.get("metrics") or {}).items():
+            row[key if key not in row else f"metric_{key}"] = value
+        rows.append(row)
+        timing_rows.append({"cell": cell.id, **cell.params, "status": status,
+                            **(rec.get("timing") or {})})
+    table = _arrow_safe(pd.DataFrame(rows))
+    for col in table.columns:   # metrics that are None everywhere stay numeric
+        if table[col].dtype == object and table[col].isna().all():
+            table[col] = table[col].astype(float)
+    return table, _arrow_safe(pd.DataFrame(timing_rows))
+
+
+def _arrow_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """Parquet needs one type per column: a column mixing types is written as text."""
+    for col in df.columns:
+        if df[col].dtype != object:
+            continue
+        kinds = {type(v) for v in df[col] if v is not None and not (isinstance(v, float)
+                                                                      and math.isnan(v))}
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            df[col] = df[col].map(lambda v: v if v is None else str(v))
+    return df
+
+
+def config_columns(cells: Sequence[Cell]) -> list[str]:
+    return [k for k in cells[0].params if k != "seed"] if cells else []
+
+
+def ci95(values: pd.Series) -> float:
+    """Half-width of the 95 % Student-t confidence interval of the mean (NaN below 2 values)."""
+    x = values.dropna().to_numpy(dtype=float)
+    if len(x) < 2:
+        return math.nan
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+
+
+def summarize(table: pd.DataFrame, cells: Sequence[Cell]) -> pd.DataFrame:
+    """Per configuration: seeds run, seeds failed, mean and 95 % CI of every numeric metric."""
+    keys = config_columns(cells)
+    params = set(cells[0].params) if cells else set()
+    skip = {"cell", "status", "error", *params}
+    metrics = [c for c in table.columns if c not in skip and pd.api.types.is_numeric_dtype(table[c])]
+    rows = []
+    for key, grp in table.groupby(keys, sort=False, dropna=False):
+        ok = grp[grp["status"] == "ok"]
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        row |= {"seeds": len(grp), "ok": len(ok), "failed": int((grp["status"] == "failed").sum())}
+        for m in metrics:
+            row[f"{m}_mean"] = float(ok[m].mean()) if len(ok) else math.nan
+            row[f"{m}_ci95"] = ci95(ok[m])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def write_tables(out: Path, table: pd.DataFrame, summary: pd.DataFrame,
+                 timings: pd.DataFrame) -> None:
+    _atomic_write(out / "results.parquet", lambda tmp: table.to_parquet(tmp, index=False))
+    _atomic_write(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
+    _atomic_write(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    _atomic_write(out / "timings.csv", lambda tmp: timings.to_csv(tmp, index=False))
+
+
+def format_summary(summary: pd.DataFrame, cells: Sequence[Cell]) -> str:
+    """Mean ± 95 % CI over seeds of the headline metrics, one line per configuration."""
+    keys = config_columns(cells)
+    varying = [k for k in keys if k == "policy" or len({str(c.params[k]) for c in cells}) > 1]
+    if "lp_load" in varying and "load" in varying:
+        varying.remove("lp_load")
+    heads = {m: h for m, h in HEADLINE.items() if f"{m}_mean" in summary}
+    extra = "milp_fallbacks_mean" in summary and (summary["milp_solves_mean"].fillna(0) > 0).any()
+    rows = [[*varying, "seeds", *(h for h, _ in heads.values()),
+             *(["MILP fallback/solves"] if extra else [])]]
+    for _, r in summary.iterrows():
+        line = [_text(r[k]) for k in varying]
+        line.append(f"{r['ok']}" + (f" ({r['failed']} failed)" if r["failed"] else ""))
+        for m, (_h, scale) in heads.items():
+            line.append(_pm(r[f"{m}_mean"], r[f"{m}_ci95"], scale))
+        if extra:
+            line.append(f"{_num(r['milp_fallbacks_mean'])}/{_num(r['milp_solves_mean'])}")
+        rows.append(line)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    text = ["  ".join(c.ljust(w) if i < len(varying) else c.rjust(w)
+                      for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    text.insert(1, "-" * len(text[0]))
+    return "\n".join(text)
+
+
+def _pm(mean: float, ci: float, scale: float) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    digits = 2 if scale != 1.0 else 1
+    text = f"{scale * mean:,.{digits}f}"
+    return text + (f" ± {scale * ci:,.{digits}f}" if not np.isnan(ci) else "")
+
+
+def _text(value: Any) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _num(x: float) -> str:
+    return "—" if x is None or math.isnan(x) else f"{x:g}"
+
+
+# ---- driver -------------------------------------------------------------------------------
+def run_sweep(cells: Sequence[Cell], out: Path, engine: Engine, *, resume: bool = False,
+              spec_text: str = "", spec_name: str = "", memory_gb: float | None = None,
+              progress: bool = True, echo: Callable[[str], None] = print) -> SweepResult:
+    """Run the cells not yet finished in ``out`` and merge every cell into the tables."""
+    t0 = time.perf_counter()
+    out = Path(out)
+    cells_dir = out / "cells"
+    manifest = out / "sweep.json"
+    if out.exists() and not out.is_dir():
+        raise GfsError(f"{out}: exists and is not a folder")
+    if manifest.exists() and not resume:
+        raise GfsError(f"{out} already holds a sweep: add --resume to continue it, or choose "
+                       f"another --out")
+    try:
+        cells_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GfsError(f"{out}: cannot create the output folder ({exc.strerror or exc})") from None
+    _remove_leftovers(cells_dir)
+    _write_text(manifest, json.dumps(_clean({
+        "name": spec_name, "spec": spec_text,
+        "cells": [{"id": c.id, "params": c.params} for c in cells]}), indent=1))
+
+    finished = {c.id for c in cells
+                if resume and (read_record(cells_dir, c.id) or {}).get("status") == "ok"}
+    todo = [c for c in cells if c.id not in finished]
+    if finished:
+        echo(f"resuming: {len(finished)} of {len(cells)} cells already finished, "
+             f"{len(todo)} to run")
+    by_id = {c.id: c for c in cells}
+    counts = {"ok": 0, "failed": 0}
+    bar = None
+    if progress and todo:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), unit="cell", desc=f"sweep ({engine.name})",
+                   dynamic_ncols=True, file=sys.stderr)
+
+    def on_done(outcome: CellOutcome) -> None:
+        cell = by_id[outcome.id]
+        write_cell(cells_dir, cell, outcome, engine.name)
+        counts["ok" if outcome.ok else "failed"] += 1
+        if not outcome.ok:
+            msg = f"cell {cell.id} ({_describe(cell)}) failed: {outcome.error}"
+            if bar is not None:
+                bar.write(msg)
+            else:
+                echo(msg)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(ok=counts["ok"], failed=counts["failed"], refresh=False)
+
+    tasks = [Task(c, memory_hint_mb(c.spec, memory_gb)) for c in todo]
+    try:
+        engine.run(tasks, on_done)
+    except KeyboardInterrupt:
+        done = counts["ok"] + counts["failed"]
+        raise KeyboardInterrupt(
+            f"sweep interrupted: {done} of {len(todo)} cells finished in this run and are saved "
+            f"in {cells_dir}; run again with --resume to do the rest") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    table, timings = merge(cells, cells_dir)
+    summary = summarize(table, cells)
+    write_tables(out, table, summary, timings)
+    return SweepResult(out, table, summary, len(cells), len(todo), len(finished),
+                       int((table["status"] == "failed").sum()), time.perf_counter() - t0,
+                       engine.name)
+
+
+def _describe(cell: Cell) -> str:
+    return " ".join(f"{k}={v}" for k, v in cell.params.items() if k != "lp_load" and v is not None)

@@ -1,0 +1,248 @@
+"""Where sweep cells run: worker processes on this machine, or Ray tasks on a cluster.
+
+An engine takes the cells to run and calls ``on_done(outcome)`` in the calling thread as each
+one finishes (the caller writes results, so workers never touch the output folder and a killed
+worker cannot leave a half-written file). A failing cell is an outcome, never an exception. On
+Ctrl-C an engine stops its workers and re-raises `KeyboardInterrupt`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gfs_opt.errors import GfsError
+from gfs_opt.experiments.sweep_cell import CellOutcome, execute_cell, failed
+from gfs_opt.experiments.sweep_spec import Cell
+
+RAY_HINT = "--engine ray needs Ray: pip install 'gfs-opt[ray]'"
+
+OnDone = Callable[[CellOutcome], None]
+
+
+@dataclass(frozen=True)
+class Task:
+    cell: Cell
+    memory_mb: int
+
+
+class Engine(Protocol):
+    name: str
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None: ...
+
+
+def _ignore_sigint() -> None:
+    # Ctrl-C reaches the whole process group; the parent alone decides what stops and when.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: imported once by the fork server, so that each worker starts warm
+PRELOAD = ["gfs_opt.experiments.sweep_cell", "gfs_opt.experiments.runner",
+           "gfs_opt.forecast.provider", "scipy.stats"]
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """``forkserver``: workers fork from a clean server process that never ran the parent's
+    threads (unlike ``fork``) yet has the simulation stack imported (unlike ``spawn``, where
+    every worker pays ~2 s of imports, again after each pool restart)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+class LocalEngine:
+    """A process pool on this machine (workers share no state with the parent).
+
+    A worker that dies (killed, out of memory) breaks the whole pool; the cells it was running
+    are then re-run one at a time in a fresh pool, so only the cell that kills its worker again
+    is recorded as failed and the others finish normally.
+    """
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+
+    def _pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(),
+                                   initializer=_ignore_sigint)
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
+        queue: deque[Task] = deque(tasks)
+        suspects: deque[Task] = deque()          # were running when a worker died
+        inflight: dict[Future[CellOutcome], tuple[Task, bool]] = {}
+        pool: ProcessPoolExecutor | None = None
+        try:
+            while queue or suspects or inflight:
+                if pool is None:
+                    pool = self._pool()
+                broken = False
+                try:
+                    if suspects and not inflight:     # isolate: one suspect alone in the pool
+                        task = suspects.popleft()
+                        inflight[_submit(pool, task)] = (task, True)
+                    elif not suspects:
+                        while queue and len(inflight) < self.workers:
+                            inflight[_submit(pool, queue[0])] = (queue[0], False)
+                            queue.popleft()
+                except BrokenProcessPool:
+                    broken = True
+                if not broken:
+                    done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        task, alone = inflight.pop(fut)
+                        try:
+                            outcome = fut.result()
+                        except BrokenProcessPool:
+                            broken = True
+                            if alone:
+                                on_done(failed(task.cell.id, "the worker process died while "
+                                                             "running this cell (killed or out "
+                                                             "of memory?)"))
+                            else:
+                                suspects.append(task)
+                            continue
+                        on_done(outcome)
+                if broken:
+                    # the other cells of a dead pool fail the same way: re-run them one by one
+                    for fut, (task, _alone) in list(inflight.items()):
+                        wait([fut])
+                        if fut.exception() is None:
+                            on_done(fut.result())
+                        else:
+                            suspects.append(task)
+                    inflight.clear()
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = None
+        except BaseException:
+            if pool is not None:
+                _terminate(pool)
+                pool = None
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+
+def _submit(pool: ProcessPoolExecutor, task: Task) -> Future[CellOutcome]:
+    return pool.submit(execute_cell, task.cell.id, task.cell.spec, task.cell.imports)
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now. `ProcessPoolExecutor` has no public way to kill running workers before
+    Python 3.14, so terminate its processes directly, then let it clean up."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+class RayEngine:
+    """Ray tasks (one CPU each, a memory hint per cell) on an existing cluster or a local one."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise GfsError(RAY_HINT) from None
+        self.address = address
+        self.num_cpus = num_cpus or 2
+
+    def _connect(self) -> bool:
+        """Connect (or start a local Ray); True if this engine started it and must stop it."""
+        import logging
+
+        import ray
+
+        if ray.is_initialized():
+            return False
+        kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR,
+                              "configure_logging": True}
+        try:
+            if self.address:
+                ray.init(address=self.address, **kw)
+            else:
+                ray.init(num_cpus=self.num_cpus, include_dashboard=False, **kw)
+        except Exception as exc:  # connection refused, bad address, version mismatch …
+            where = f"at {self.address}" if self.address else "locally"
+            raise GfsError(f"cannot start Ray {where}: {' '.join(str(exc).split())[:300]}") from None
+        return True
+
+    def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
+        import ray
+
+        started = self._connect()
+        refs: dict[Any, Task] = {}
+        try:
+            remote = ray.remote(execute_cell)
+            cap = _largest_node_memory_mb()
+            for task in tasks:
+                # a hint above every node's memory would leave the task unschedulable forever
+                mem = min(task.memory_mb, cap) if cap else task.memory_mb
+                ref = remote.options(num_cpus=1, memory=int(mem) * 2**20, max_retries=1,
+                                     retry_exceptions=False,
+                                     name=f"gfs-cell-{task.cell.id}").remote(
+                    task.cell.id, task.cell.spec, task.cell.imports)
+                refs[ref] = task
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                for ref in ready:
+                    task = refs.pop(ref)
+                    try:
+                        outcome = ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        outcome = failed(task.cell.id, _ray_error(exc), type(exc).__name__)
+                    on_done(outcome)
+        except BaseException:
+            for ref in refs:
+                # already finished or the cluster is gone: nothing left to stop
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def _largest_node_memory_mb() -> int | None:
+    import ray
+
+    try:
+        mems = [n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")]
+    except Exception:
+        return None
+    return int(max(mems) / 2**20) if mems and max(mems) > 0 else None
+
+
+def _ray_error(exc: BaseException) -> str:
+    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+    return f"Ray task failed ({type(exc).__name__}): {first[:300]}"
+
+
+def make_engine(name: str, *, workers: int | None = None, address: str | None = None) -> Engine:
+    if name == "local":
+        if address:
+            raise GfsError("--address is for --engine ray")
+        return LocalEngine(workers)
+    if name == "ray":
+        return RayEngine(address, workers)
+    raise GfsError(f"unknown engine {name!r}; use local or ray")

@@ -1,0 +1,60 @@
+"""Every notebook runs top to bottom (small settings: GFS_NOTEBOOK_QUICK=1) and is committed
+without outputs, exactly as notebooks/build_notebooks.py writes it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from gfs_opt.paths import REPO_ROOT, alibaba_dir
+
+NB_DIR = REPO_ROOT / "notebooks"
+NOTEBOOKS = sorted(p.name for p in NB_DIR.glob("*.ipynb"))
+NEEDS_DATA = {"02_forecasting.ipynb"}
+BUDGET_S = 90.0   # per notebook in quick mode (target ≈ 60 s; slack for a shared machine)
+
+
+def test_the_five_notebooks_exist() -> None:
+    assert NOTEBOOKS == ["01_quickstart.ipynb", "02_forecasting.ipynb", "03_spot_quota.ipynb",
+                         "04_preemption_exact_vs_greedy.ipynb", "05_reproduce_paper.ipynb"]
+
+
+def test_notebooks_match_their_builder_and_have_no_outputs() -> None:
+    res = subprocess.run([sys.executable, str(NB_DIR / "build_notebooks.py"), "--check"],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name in NOTEBOOKS:
+        nb = nbformat.read(NB_DIR / name, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, name
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if name in NEEDS_DATA and not alibaba_dir().exists():
+        pytest.skip(f"{name} needs the shared data folder ({alibaba_dir()} is absent)")
+    monkeypatch.setenv("GFS_NOTEBOOK_QUICK", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    nb = nbformat.read(NB_DIR / name, as_version=4)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(NB_DIR)}})
+    t0 = time.perf_counter()
+    client.execute(env={**os.environ})
+    elapsed = time.perf_counter() - t0
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    # every notebook shows something: a table or a figure in its last code cells
+    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+             if o.get("output_type") in ("execute_result", "display_data")]
+    assert shown, f"{name} displayed nothing"
+    assert elapsed < BUDGET_S, f"{name} took {elapsed:.0f} s in quick mode"
