@@ -1,23 +1,33 @@
-"""Write the hand-made and synthetic instance files of instances/ (run from the repo root):
+"""Write the instance files of instances/ (run from the repo root):
 
-    python benchmarks/make_instances.py [--out instances] [--check]
+    python benchmarks/make_instances.py [--out instances] [--check]     # hand-made + synthetic
+    python benchmarks/make_instances.py --sim [--only NAME…]            # cut from simulations
 
 Hand-made rounds are small enough to solve by hand; their optimum is written into the file's
 ``meta.optimum`` and derived in instances/README.md. ``--check`` re-solves every tiny file with
 the OR-Tools MILP and the plain PuLP model and fails if either misses the written optimum.
 Synthetic contested rounds come from benchmarks/contested.py (seeded, deterministic).
+
+``--sim`` (≈ 10 minutes on 2 cores) runs ``gfs-opt instance dump --confirm`` for every entry of
+`SIM_CUTS` into a scratch folder and keeps the most contested round of each run (`pick`): for
+preemption the one where the greedy HP pass evicts the most LP jobs, for admission the one with
+the most pending LP jobs; ties go to more running LP jobs, then to the earlier round. The rule
+looks at the round only, never at the MILP, so the gap table is not biased by the choice.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from gfs_opt.instance import save_round
+from gfs_opt.instance import dumps_document, load_round, save_round
 from gfs_opt.model import (
     MILLI,
     ClusterState,
@@ -188,15 +198,15 @@ def handmade() -> dict[str, tuple[Round, dict[str, object]]]:
     return out
 
 
+#: Synthetic rounds keep what no simulation round reaches (see instances/README.md): the target
+#: size (≥ 100 pending HP with ≥ 500 running LP), hard_guarantee at that size, and admission
+#: with several guarantee classes.
 SYNTHETIC = {
-    "contested-050": dict(seed=1, nodes=50, pending_hp=30, pending_lp=60),
-    "contested-150": dict(seed=2, nodes=150, pending_hp=60, pending_lp=100),
     "contested-300": dict(seed=3, nodes=300, pending_hp=120, pending_lp=150, hp_share=0.5, lp_share=0.49),
     "contested-300-hard": dict(seed=4, nodes=300, pending_hp=120, pending_lp=150, hp_share=0.5,
                                lp_share=0.4, hard_guarantee=True),
     "admission-150": dict(seed=6, nodes=150, pending_hp=10, pending_lp=300, hp_share=0.45,
                           lp_share=0.3),
-    "contested-600": dict(seed=5, nodes=600, pending_hp=200, pending_lp=200, hp_share=0.5, lp_share=0.49),
 }
 
 
@@ -208,6 +218,70 @@ def synthetic() -> dict[str, tuple[Round, dict[str, object]]]:
             "exercises": "synthetic contested round: nearly full pool, many LP victims, burst of HP",
             "generator": f"benchmarks/contested.py: contested_round({args})"})
     return out
+
+
+# ---- rounds cut from simulations ---------------------------------------------------------
+#: name → `gfs-opt instance dump` arguments (besides --out/--prefix/--confirm/--every/--max).
+#: GFS runs use the fast ETS forecaster (Prophet would take hours for the same rounds).
+SIM_CUTS: dict[str, list[str]] = {
+    **{f"sim-small-{level}-{kind}": ["--setup", "small", "--lp-load", load, "--kind", kind,
+                                     "--forecaster", "ets"]
+       for level, load in (("low", "0.5"), ("medium", "1"), ("high", "2"))
+       for kind in ("preemption", "admission")},
+    **{f"sim-paper-a100-{level}-{kind}": ["--setup", "paper-a100", "--lp-load", load,
+                                          "--kind", kind, "--forecaster", "ets"]
+       for level, load in (("low", "0.5"), ("medium", "1"), ("high", "2"))
+       for kind in ("preemption", "admission")},
+    # the largest natural rounds: baselines without a spot quota at 8× LP load
+    "sim-paper-a100-lyra-x8-preemption": ["--setup", "paper-a100", "--policy", "lyra",
+                                          "--lp-load", "8", "--kind", "preemption",
+                                          "--min-running-lp", "250"],
+    "sim-paper-a100-yarn-cs-x8-preemption": ["--setup", "paper-a100", "--policy", "yarn-cs",
+                                             "--lp-load", "8", "--kind", "preemption",
+                                             "--min-pending-hp", "40", "--min-running-lp", "60"],
+}
+SIM_MAX = 40          # candidate rounds per run
+SIM_EVERY = 3600.0    # simulated seconds between candidates
+
+
+def dump_command(name: str, out: Path) -> list[str]:
+    return ["gfs-opt", "instance", "dump", *SIM_CUTS[name], "--confirm", "--every",
+            f"{SIM_EVERY:g}", "--max", str(SIM_MAX), "--prefix", name, "--out", str(out)]
+
+
+def contest_key(rnd: Round, kind: str) -> tuple[int, int, float]:
+    """How contested a round is (larger = more); see the module docstring."""
+    from gfs_opt.preempt.greedy import hp_pass
+
+    n_lp = sum(1 for r in rnd.running.values() if r.job.cls is JobClass.LP)
+    size = len(hp_pass(rnd).victims) if kind == "preemption" else len(rnd.pending_lp)
+    return size, n_lp, -rnd.time
+
+
+def pick(files: Sequence[Path], kind: str) -> Path:
+    return max(files, key=lambda f: contest_key(load_round(f), kind))
+
+
+def cut_from_simulation(name: str, out: Path) -> Path:
+    kind = SIM_CUTS[name][SIM_CUTS[name].index("--kind") + 1]
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = dump_command(name, Path(tmp))
+        subprocess.run([sys.executable, "-m", "gfs_opt.cli", *cmd[1:]], check=True,
+                       stdout=subprocess.DEVNULL)
+        files = sorted(Path(tmp).glob("*.json"))
+        if not files:
+            raise SystemExit(f"{name}: the simulation had no contested round")
+        best = pick(files, kind)
+        doc = json.loads(best.read_text())
+        shown = [c if c != tmp else "DIR" for c in cmd]
+        doc["meta"].update({
+            "cut_by": " ".join(shown),
+            "picked": f"most contested of {len(files)} candidate rounds "
+                      f"(benchmarks/make_instances.py: contest_key, kind {kind})"})
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / f"{name}.json"
+        target.write_text(dumps_document(doc))
+        return target
 
 
 def check(files: dict[str, tuple[Round, dict[str, object]]]) -> int:
@@ -244,7 +318,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("instances"))
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--no-synthetic", action="store_true")
+    ap.add_argument("--sim", action="store_true", help="(re)cut the sim-* rounds (slow)")
+    ap.add_argument("--only", nargs="*", default=None, help="with --sim: these names only")
     args = ap.parse_args(argv)
+    if args.sim:
+        for name in args.only or SIM_CUTS:
+            if name not in SIM_CUTS:
+                raise SystemExit(f"unknown sim cut {name}; choose from {', '.join(SIM_CUTS)}")
+            print(f"wrote {cut_from_simulation(name, args.out)}", flush=True)
+        return 0
     files = handmade()
     if not args.no_synthetic:
         files.update(synthetic())

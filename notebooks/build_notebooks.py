@@ -255,13 +255,22 @@ sweep
     code("""
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(6, 4))
-ax.plot(100 * sweep["LP eviction"], 100 * sweep["allocation"], "o-")
-for rho, r in sweep.iterrows():
-    ax.annotate(f"ρ={rho:g}", (100 * r["LP eviction"], 100 * r["allocation"]))
-ax.set_xlabel("LP eviction rate %")
-ax.set_ylabel("GPU allocation %")
-ax.set_title(f"GFS on {setup}: eviction vs utilisation as ρ varies");
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+for ax, col, scale in ((ax1, "LP JQT s", 1), (ax2, "useful GPU time", 100)):
+    ax.plot(100 * sweep["LP eviction"], scale * sweep[col], "o-")
+    for rho, r in sweep.iterrows():
+        ax.annotate(f"ρ={rho:g}", (100 * r["LP eviction"], scale * r[col]))
+    ax.set_xlabel("LP eviction rate %")
+ax1.set_ylabel("mean LP queueing time (s)")
+ax1.set_yscale("log")
+ax2.set_ylabel("useful GPU time %")
+fig.suptitle(f"GFS on {setup}: what ρ buys and costs");
+"""),
+    md("""
+On the paper's A100 cluster (full variant) the trade-off is clean: from ρ = 0.5 to 0.99 the LP
+eviction rate falls several-fold while mean LP queueing grows by more than an order of
+magnitude; total GPU allocation barely moves because HP holds most of the cluster. Where a
+deployment sits on this curve is a product decision; the paper's ρ = 0.9 is the default.
 """),
 ]
 

@@ -109,6 +109,23 @@ def test_milp_is_feasible_and_never_worse_than_greedy(rnd: Round) -> None:
         assert res.score.at_least(score(rnd, greedy))
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contested_rounds(max_nodes=6, max_pending=6))
+def test_greedy_choice_cache_changes_no_answer(rnd: Round) -> None:
+    """The pass-wide cache of victim choices is an optimisation only: without it (every
+    candidate evaluated afresh) the greedy HP pass decides exactly the same."""
+    import gfs_opt.preempt.greedy as greedy
+
+    cached = hp_pass(rnd)
+    original = greedy._cached
+    greedy._cached = lambda cache, node, key, choose: choose()
+    try:
+        fresh = hp_pass(rnd)
+    finally:
+        greedy._cached = original
+    assert (cached.placements, cached.victims) == (fresh.placements, fresh.victims)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(contested_rounds(max_nodes=3, max_pending=3))
 def test_ortools_and_pulp_agree(rnd: Round) -> None:
@@ -140,7 +157,7 @@ def test_solver_failure_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_candidate_restriction_keeps_greedy_feasible_and_result_valid() -> None:
-    rnd = load_round(INSTANCES / "contested-050.json")
+    rnd = load_round(INSTANCES / "sim-paper-a100-yarn-cs-x8-preemption.json")
     greedy = hp_pass(rnd)
     full = solve_preemption(rnd, PreemptOptions(candidates=0), greedy=greedy)
     cut = solve_preemption(rnd, PreemptOptions(candidates=2), greedy=greedy)
@@ -166,8 +183,33 @@ def test_export_is_the_lexicographic_problem() -> None:
     assert res.objective_value() == pytest.approx(16000 - lam * 22480.0, abs=1e-6)
 
 
+SIM_CUTS = sorted(INSTANCES.glob("sim-*.json"))
+
+
+@pytest.mark.parametrize("path", SIM_CUTS, ids=lambda p: p.stem)
+def test_rounds_cut_from_simulations_are_contested_and_solved(path: Path) -> None:
+    """Every sim-* round is a real choice (the greedy evicts, or the rule admits some LP jobs
+    but not all), and the MILP proves its optimum without falling behind the greedy."""
+    from gfs_opt.quota.admission import greedy_admission
+
+    inst = load_instance(path)
+    rnd = inst.round
+    greedy = hp_pass(rnd)
+    if inst.meta["contested"] == "preemption":
+        assert greedy.victims
+    else:
+        assert 0 < len(greedy_admission(rnd)) < len(rnd.pending_lp)
+    res = solve_preemption(rnd, greedy=greedy)
+    rep = res.decision.reports[-1]
+    assert rep.status == "optimal" and not rep.fallback
+    assert check_decision(rnd, res.decision) == []
+    assert res.score.at_least(score(rnd, greedy))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["contested-150", "contested-300", "contested-300-hard", "admission-150"])
+@pytest.mark.parametrize("name", ["contested-300", "contested-300-hard", "admission-150",
+                                  "sim-paper-a100-lyra-x8-preemption",
+                                  "sim-paper-a100-yarn-cs-x8-preemption"])
 def test_large_instances_are_solved_to_optimality_within_10_s(name: str) -> None:
     from gfs_opt.quota.milp import solve_quota
 

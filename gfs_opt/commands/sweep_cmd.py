@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sweep", help="run a grid (policies × loads × seeds × parameters) from a TOML/YAML spec",
         description="Each cell of the grid is one simulation; finished cells are saved as they "
                     "complete and skipped with --resume. Results: OUT/results.parquet and "
-                    ".csv (one row per cell), OUT/summary.csv (mean and 95 %% CI over seeds).")
+                    ".csv (one row per cell), OUT/summary.csv (mean and 95 % CI over seeds).")
     p.add_argument("spec", type=Path, metavar="SPEC", help="sweep spec (.toml, .yaml or .yml)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local worker processes (default) or Ray tasks")

@@ -63,16 +63,19 @@ def quota_vs_demand(trace: pd.DataFrame, path: Path, pool: str | None = None,
     return _save(fig, Path(path))
 
 
-def band_coverage(trace: pd.DataFrame) -> pd.DataFrame:
-    """Per pool: share of samples with HP in use ≤ the forecast's ρ-quantile (target ρ), and the
-    mean share of capacity the quota gave to LP."""
+def band_coverage(trace: pd.DataFrame, eta_max: float = 2.0) -> pd.DataFrame:
+    """Per pool: share of samples with HP in use ≤ the forecast's ρ-quantile (target ρ), the mean
+    share of capacity the quota gave to LP, how often it was below one GPU, and η (mean, share of
+    samples at its upper clamp)."""
     d = trace.dropna(subset=["fc_hi"])
     rows = []
     for pool, g in d.groupby("pool"):
         rows.append({"pool": pool, "samples": len(g),
                      "coverage": float((g["hp"] <= g["fc_hi"] + 1e-9).mean()),
                      "quota_share": float((g["quota_gpus"] / g["capacity"]).mean()),
-                     "eta_mean": float(g["eta"].mean())})
+                     "eta_mean": float(g["eta"].mean()),
+                     "eta_at_max": float((g["eta"] >= eta_max - 1e-9).mean()),
+                     "quota_zero": float((g["quota_gpus"] < 1).mean())})
     return pd.DataFrame(rows)
 
 

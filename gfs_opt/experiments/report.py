@@ -119,7 +119,7 @@ def write_tables(res: ReproResults, folder: Path) -> dict[str, pd.DataFrame]:
         tables["milp_gap"] = res.gaps
     for key, trace in res.quota_traces.items():
         if key.endswith("/gfs") and not trace.empty:
-            cov = figs.band_coverage(trace)
+            cov = figs.band_coverage(trace, Params().eta_max)
             if len(cov):
                 cov.insert(0, "run", key)
                 tables.setdefault("band_coverage", pd.DataFrame())
@@ -358,9 +358,10 @@ def _quota_section(res: ReproResults, figures: Mapping[str, Path], report: Path)
     for key, trace in sorted(res.quota_traces.items()):
         if not key.endswith("/gfs") or trace.empty:
             continue
-        for _, r in figs.band_coverage(trace).iterrows():
+        for _, r in figs.band_coverage(trace, Params().eta_max).iterrows():
             rows.append([key.rsplit("/", 1)[0], r["pool"], f"{r['samples']:,}",
-                         pct(r["coverage"]), pct(r["quota_share"]), f"{r['eta_mean']:.2f}"])
+                         pct(r["coverage"]), pct(r["quota_share"]), pct(r["quota_zero"]),
+                         f"{r['eta_mean']:.2f}", pct(r["eta_at_max"])])
         name = "quota_vs_demand_" + key.rsplit("/", 1)[0].replace("/", "_")
         if name in figures:
             cap = caption(name)
@@ -371,8 +372,11 @@ def _quota_section(res: ReproResults, figures: Mapping[str, Path], report: Path)
         "## Spot quota and forecast (GFS runs)", "",
         "Coverage = share of 300 s samples in the scored window with HP GPUs in use ≤ the "
         f"forecast's ρ-quantile for the current hour (target ρ = {Params().rho:g}); quota share = "
-        "mean LP quota (shortest guarantee class) ÷ capacity; η = mean multiplier.", "",
-        md_table(rows, ["run", "pool", "samples", "coverage", "quota share", "mean η"], "llrrrr"),
+        "mean LP quota (shortest guarantee class) ÷ capacity; quota < 1 GPU = share of samples "
+        f"in which no LP job could be admitted; η at max = share of samples with η at its upper "
+        f"clamp {Params().eta_max:g} (the feedback asks for more quota than it may give).", "",
+        md_table(rows, ["run", "pool", "samples", "coverage", "quota share", "quota < 1 GPU",
+                        "mean η", "η at max"], "llrrrrrr"),
         "", *pics])
 
 
@@ -471,6 +475,13 @@ def _queueing_fact(g: Mapping[str, Any], base: Mapping[str, Mapping[str, Any]], 
             busy = float((d["hp"] >= 0.9 * d["capacity"]).mean())
             text += (f" In pool {pool} the quota was below one GPU in {pct(zero)} of the "
                      f"samples and HP held ≥ 90 % of the pool in {pct(busy)}.")
+            eta_max = Params().eta_max
+            at_max = float((d["eta"] >= eta_max - 1e-9).mean())
+            if at_max > 0.5:
+                text += (f" η sat at its upper clamp {eta_max:g} in {pct(at_max)} of the samples: "
+                         f"evictions stayed far below the 1 − ρ target, so the feedback asked "
+                         f"for more quota than the clamp allows — the ρ-quantile of a volatile "
+                         f"HP demand, not η, is what holds LP back.")
     return text
 
 

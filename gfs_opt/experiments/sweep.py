@@ -165,6 +165,11 @@ def read_record(cells_dir: Path, cid: str) -> dict[str, Any] | None:
         return None
 
 
+def _has_cells(cells_dir: Path) -> bool:
+    return cells_dir.is_dir() and any(p.is_dir() and not p.name.startswith(".")
+                                      for p in cells_dir.iterdir())
+
+
 def _remove_leftovers(cells_dir: Path) -> None:
     """Temporary folders of an interrupted earlier run (never a finished cell)."""
     for p in cells_dir.glob(".tmp-*"):
@@ -298,9 +303,9 @@ def run_sweep(cells: Sequence[Cell], out: Path, engine: Engine, *, resume: bool 
     manifest = out / "sweep.json"
     if out.exists() and not out.is_dir():
         raise GfsError(f"{out}: exists and is not a folder")
-    if manifest.exists() and not resume:
-        raise GfsError(f"{out} already holds a sweep: add --resume to continue it, or choose "
-                       f"another --out")
+    if not resume and _has_cells(cells_dir):
+        raise GfsError(f"{out} already holds sweep results: add --resume to continue that "
+                       f"sweep, or choose another --out")
     try:
         cells_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

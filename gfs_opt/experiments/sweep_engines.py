@@ -177,6 +177,8 @@ class RayEngine:
             return False
         kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR,
                               "configure_logging": True}
+        if self.address:
+            _check_reachable(self.address)
         try:
             if self.address:
                 ray.init(address=self.address, **kw)
@@ -221,6 +223,27 @@ class RayEngine:
         finally:
             if started:
                 ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on a wrong host:port: Ray itself keeps retrying for minutes."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"gcs://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise GfsError(f"--address {address!r}: expected host:port or ray://host:port") from None
+    if not host or port is None:
+        raise GfsError(f"--address {address!r}: expected host:port or ray://host:port")
+    try:
+        with socket.create_connection((host, port), timeout=10):
+            pass
+    except OSError as exc:
+        raise GfsError(f"cannot reach Ray at {address} ({exc.strerror or exc})") from None
 
 
 def _largest_node_memory_mb() -> int | None:

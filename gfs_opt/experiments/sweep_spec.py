@@ -139,9 +139,9 @@ class SweepSpec(BaseModel):
     name: StrictStr | None = None
     setup: _axis(StrictStr) | None = None
     trace: _axis(StrictStr) | None = None
-    window: Annotated[list[StrictStr | float], BeforeValidator(_dates_to_text),
+    window: Annotated[list[Any], BeforeValidator(_dates_to_text),
                       Field(min_length=2, max_length=2)] | None = None
-    replay_from: Annotated[StrictStr | float | None, BeforeValidator(_dates_to_text)] = None
+    replay_from: Annotated[Any, BeforeValidator(_dates_to_text)] = None
     pools: Annotated[list[StrictStr], BeforeValidator(_as_list), Field(min_length=1)] | None = None
     policies: _axis(StrictStr)
     loads: Axis = Field(default_factory=lambda: ["medium"])
@@ -150,7 +150,7 @@ class SweepSpec(BaseModel):
     params: ParamsSpec = Field(default_factory=ParamsSpec)
     imports: list[StrictStr] = Field(default_factory=list)
     check_invariants: StrictBool = False
-    drain_days: NonNegFloat = 3.0
+    drain_days: Annotated[NonNegFloat, Field(le=365)] = 3.0
     price_per_gpu_hour: NonNegFloat = 2.0
     memory_gb: PosFloat | None = None
 
@@ -210,21 +210,21 @@ def _short(x: Any) -> str:
 
 
 def _check_time(x: Any) -> None:
-    if isinstance(x, bool):
-        raise ValueError(f"{x!r} is neither a date (YYYY-MM-DD) nor seconds")
-    if isinstance(x, int | float):
-        if not math.isfinite(x) or x < 0:
-            raise ValueError(f"time {x!r} must be finite seconds ≥ 0")
-        return
-    try:
-        float(x)
-        return
-    except ValueError:
-        pass
-    try:
-        pd.Timestamp(x)
-    except (ValueError, TypeError, OverflowError):
-        raise ValueError(f"{_short(x)} is neither a date (YYYY-MM-DD) nor seconds") from None
+    """A date (YYYY-MM-DD[ HH:MM]) or seconds ≥ 0, as `setups.parse_time` reads them."""
+    bad = ValueError(f"{_short(x)} is neither a date (YYYY-MM-DD) nor seconds")
+    if isinstance(x, bool) or not isinstance(x, str | int | float):
+        raise bad
+    if isinstance(x, str):
+        try:
+            x = float(x)
+        except ValueError:
+            try:
+                pd.Timestamp(x)
+            except (ValueError, TypeError, OverflowError):
+                raise bad from None
+            return
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"time {x!r} must be finite seconds ≥ 0")
 
 
 def _load_value(x: Any) -> tuple[str, float]:

@@ -11,10 +11,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from gfs_opt.model import Decision, Job, Round, RunningJob
+from gfs_opt.model import MILLI, ClusterState, Decision, Job, Round, RunningJob
 from gfs_opt.policies.base import hp_pass, lp_pass
 from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.preempt.scoring import worker_slots
 from gfs_opt.solve import SolverOptions
+
+
+def may_fit_by_preemption(st: ClusterState, job: Job) -> bool:
+    """Necessary condition for an HP gang to start if every LP job could be evicted: enough
+    worker slots on GPUs that hold no HP. A gang that fails it can never be placed this round,
+    so leaving it out of the MILP (or skipping the MILP) changes no answer. Long-waiting huge
+    gangs fail it pass after pass; without this test every pass would solve a MILP for them.
+    """
+    p = st.pool_index.get(job.pool)
+    if p is None or int(st.pool_capacity[p] - st.pool_hp[p]) < job.demand:
+        return False
+    lo, hi = st.pool_slice(p)
+    if job.g >= MILLI:
+        return worker_slots(st, job, st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]) >= job.workers
+    a, b = int(st.node_first_gpu[lo]), int(st.node_first_gpu[hi])
+    return int(((MILLI - st.gpu_hp[a:b]) // job.g).sum()) >= job.workers
 
 
 def standalone_round(rnd: Round, pending_hp: list[int] | None = None,
@@ -87,14 +104,14 @@ class GFSMilpPolicy(GFSPolicy):
         e = self.e_score if self.use_history else None
         hp_pass(rnd, decision, rule=None, e_score=e, use_history=self.use_history)
         pools = self.contested_pools(rnd)
-        if pools:
-            waiting = [j for j in rnd.pending_hp
-                       if rnd.jobs[j].pool in pools and j not in rnd.state.alloc]
+        st = rnd.state
+        waiting = [j for j in rnd.pending_hp if rnd.jobs[j].pool in pools
+                   and j not in st.alloc and may_fit_by_preemption(st, rnd.jobs[j])]
+        if waiting:
             sub = standalone_round(rnd, pending_hp=waiting, pending_lp=[])
             res = solve_preemption(sub, solver=self.solver)
             self.milp_solves += 1
             self.milp_fallbacks += int(res.fallback)
-            st = rnd.state
             for v in res.decision.victims:
                 st.release(rnd.jobs[v])
             decision.victims.extend(res.decision.victims)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,10 +49,16 @@ class PreemptContext:
     capacity_gpus: float
     horizon_s: float             # T of the node cost: evaluation window length
     restart_overhead: Callable[[Job], float]
+    # c_j is fixed within one pass (t and checkpoints do not move); victim rules ask for it
+    # on every candidate node, so it is computed once per job
+    _costs: dict[int, float] = field(default_factory=dict, repr=False)
 
     def cost(self, jid: int) -> float:
         """c_j = g·w·(t − last checkpoint), GPU-seconds of work an eviction throws away."""
-        return self.running[jid].wasted_work(self.t)
+        c = self._costs.get(jid)
+        if c is None:
+            c = self._costs[jid] = self.running[jid].wasted_work(self.t)
+        return c
 
 
 VictimOrder = Callable[[PreemptContext, list[int]], list[int]]
@@ -142,10 +148,11 @@ def choose_on_node(ctx: PreemptContext, node: int, k: int, order: VictimOrder,
     """Victims on one node so that ``k`` whole GPUs become free, or None."""
     st = ctx.state
     a, per_gpu = _node_jobs_by_gpu(st, node)
-    hp = st.gpu_hp[a:a + len(per_gpu)]
+    hp = st.gpu_hp[a:a + len(per_gpu)].tolist()   # plain ints: numpy scalar access is slow here
+    running = ctx.running
     # LP jobs outside ctx.running are protected (e.g. inside a lease or a hard guarantee window)
     avail = {i for i in range(len(per_gpu))
-             if hp[i] == 0 and all(j in ctx.running for j in per_gpu[i])}
+             if hp[i] == 0 and all(j in running for j in per_gpu[i])}
     if len(avail) < k:
         return None
     lp_gpus: dict[int, set[int]] = {}
@@ -204,8 +211,19 @@ def choose_on_gpu(ctx: PreemptContext, gi: int, g: int, order: VictimOrder,
                         node_cost(ctx, needed))
 
 
-def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule) -> VictimChoice | None:
-    """Best node (and victims) for one HP worker, by the rule's node cost."""
+#: per node, the victim choices evaluated there, by (worker size, node or GPU index)
+ChoiceCache = dict[int, dict[tuple[int, int], "VictimChoice | None"]]
+
+
+def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule,
+                      cache: ChoiceCache | None = None) -> VictimChoice | None:
+    """Best node (and victims) for one HP worker, by the rule's node cost.
+
+    ``cache`` lets later workers (of the gang, or of the pass) reuse the choices on nodes that
+    nothing has touched since: a choice depends only on its node's GPUs, the worker size and
+    the pass's fixed costs, so the answer is the same, in far fewer evaluations. Whoever
+    changes a node (places a worker, evicts a job, rolls back) drops its entry.
+    """
     st = ctx.state
     order, cost = VICTIM_ORDERS[rule.victim_order], NODE_COSTS[rule.node_cost]
     pool = st.pool_index[job.pool]
@@ -219,8 +237,9 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule) -> Victi
             return None
         least = hp_room[ok].min()
         cands = a + np.flatnonzero(ok & (hp_room == least))
-        for gi in cands:
-            ch = choose_on_gpu(ctx, int(gi), job.g, order, cost)
+        for gi in cands.tolist():
+            ch = _cached(cache, int(st.gpu_node[gi]), (job.g, gi),
+                         lambda gi=gi: choose_on_gpu(ctx, gi, job.g, order, cost))
             if ch is not None and (best is None or ch.cost < best.cost):
                 best = ch
                 if rule.first_candidate_only:
@@ -232,8 +251,8 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule) -> Victi
     if not ok.any():
         return None
     least = nonhp[ok].min()
-    for n in lo + np.flatnonzero(ok & (nonhp == least)):
-        ch = choose_on_node(ctx, int(n), k, order, cost)
+    for n in (lo + np.flatnonzero(ok & (nonhp == least))).tolist():
+        ch = _cached(cache, n, (-k, n), lambda n=n: choose_on_node(ctx, n, k, order, cost))
         if ch is not None and (best is None or ch.cost < best.cost):
             best = ch
             if rule.first_candidate_only:
@@ -241,13 +260,26 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule) -> Victi
     return best
 
 
+def _cached(cache: ChoiceCache | None, node: int, key: tuple[int, int],
+            choose: Callable[[], VictimChoice | None]) -> VictimChoice | None:
+    if cache is None:
+        return choose()
+    on_node = cache.setdefault(node, {})
+    if key not in on_node:
+        on_node[key] = choose()
+    return on_node[key]
+
+
 def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
                           e_score: np.ndarray | None, use_history: bool = True,
+                          cache: ChoiceCache | None = None,
                           ) -> tuple[Placement, list[int]] | None:
     """All workers of an HP gang, evicting LP where needed; all or nothing.
 
     Each worker first tries a free spot, then the rule's preemptive choice. Victims are released
     tentatively so later workers see the freed GPUs; everything is undone before returning.
+    ``cache`` (see `preemptive_worker`) may outlive the call: nodes this gang touched are
+    dropped from it on return; the caller drops the nodes it then changes.
     """
     st = ctx.state
     p = st.pool_index[job.pool]
@@ -258,28 +290,44 @@ def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
         nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
         if worker_slots(st, job, nonhp) < job.workers:
             return None
+    if cache is None:
+        cache = {}
     if job.workers == 1:  # nothing to hold for later workers
         wp = place_worker(st, job, e_score, use_history)
         if wp is not None:
             return (wp,), []
-        ch = preemptive_worker(ctx, job, rule)
+        ch = preemptive_worker(ctx, job, rule, cache)
         return None if ch is None else (((ch.node, ch.gpus),), list(ch.victims))
     placed: list[WorkerPlacement] = []
     victims: list[int] = []
-    with probing(st) as probe:
-        for _ in range(job.workers):
-            wp = place_worker(st, job, e_score, use_history)
-            if wp is None:
-                ch = preemptive_worker(ctx, job, rule)
-                if ch is None:
-                    return None
-                for jid in ch.victims:
-                    probe.evict(ctx.running[jid].job)
-                victims.extend(ch.victims)
-                wp = (ch.node, ch.gpus)
-            probe.hold(job, wp)
-            placed.append(wp)
+    touched: set[int] = set()
+    try:
+        with probing(st) as probe:
+            for _ in range(job.workers):
+                wp = place_worker(st, job, e_score, use_history)
+                if wp is None:
+                    ch = preemptive_worker(ctx, job, rule, cache)
+                    if ch is None:
+                        return None
+                    for jid in ch.victims:
+                        victim = ctx.running[jid]
+                        probe.evict(victim.job)
+                        for n, _gpus in victim.placement:   # an LP gang frees GPUs elsewhere too
+                            _drop(cache, n, touched)
+                    victims.extend(ch.victims)
+                    wp = (ch.node, ch.gpus)
+                probe.hold(job, wp)
+                _drop(cache, wp[0], touched)
+                placed.append(wp)
+    finally:   # the probe is rolled back: choices seen on tentative states are stale
+        for n in touched:
+            cache.pop(n, None)
     return tuple(placed), victims
+
+
+def _drop(cache: ChoiceCache, node: int, touched: set[int]) -> None:
+    cache.pop(node, None)
+    touched.add(node)
 
 
 # ---- the HP pass on a Round (what the preemption MILP is compared with) ------------------
@@ -302,12 +350,13 @@ def hp_pass(rnd: Round, rule: PreemptRule | None = None, e_score: np.ndarray | N
 
     decision = Decision()
     fails: dict[str, FailSizes] = {}
+    cache: ChoiceCache = {}
     for jid in hp_order(rnd):
         job = rnd.jobs[jid]
         pool_fails = fails.setdefault(job.pool, FailSizes())
         if pool_fails.dominated(job.g, job.workers):
             continue
-        res = schedule_hp_job(st, running, rnd, job, rule, e_score, use_history, preempt)
+        res = schedule_hp_job(st, running, rnd, job, rule, e_score, use_history, preempt, cache)
         if res is None:
             pool_fails.add(job.g, job.workers)
             continue
@@ -321,8 +370,11 @@ def hp_pass(rnd: Round, rule: PreemptRule | None = None, e_score: np.ndarray | N
 
 def schedule_hp_job(st: ClusterState, running: dict[int, RunningJob], rnd: Round, job: Job,
                     rule: PreemptRule, e_score: np.ndarray | None, use_history: bool,
-                    preempt: bool) -> tuple[Placement, list[int]] | None:
-    """Non-preemptive, else preemptive placement of one HP gang, applied to ``st``."""
+                    preempt: bool, cache: ChoiceCache | None = None,
+                    ) -> tuple[Placement, list[int]] | None:
+    """Non-preemptive, else preemptive placement of one HP gang, applied to ``st``.
+
+    ``cache``: victim choices shared by the whole pass (see `preemptive_worker`)."""
     from gfs_opt.preempt.scoring import place_gang
 
     if job.pool not in st.pool_index:
@@ -333,13 +385,20 @@ def schedule_hp_job(st: ClusterState, running: dict[int, RunningJob], rnd: Round
         ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(job.pool),
                              st.capacity_gpus(job.pool), rnd.params.eval_length,
                              rnd.params.restart_overhead)
-        res = place_gang_preemptive(ctx, job, rule, e_score, use_history)
+        res = place_gang_preemptive(ctx, job, rule, e_score, use_history, cache)
         if res is None:
             return None
         placement, victims = res
     if placement is None:
         return None
     for v in victims:
-        st.release(running.pop(v).job)
+        gone = running.pop(v)
+        st.release(gone.job)
+        if cache is not None:
+            for n, _gpus in gone.placement:
+                cache.pop(n, None)
     st.allocate(job, placement)
+    if cache is not None:
+        for n, _gpus in placement:
+            cache.pop(n, None)
     return placement, victims
