@@ -1,13 +1,16 @@
 """GFS with exact per-round preemption (`gfs-milp`) vs GFS (`gfs`) in simulation.
 
     python benchmarks/bench_gfs_milp.py [--setup paper-a100] [--load medium] [--forecaster ets]
-                                        [--time-limit 2] [--policies gfs,gfs-milp] [--markdown]
+                                        [--time-limit 2] [--policies gfs,gfs-milp]
+                                        [--seeds 0,1,2] [--markdown]
 
 Both policies replay the same prepared trace with the same forecaster (ETS by default: Prophet
 refits every tenant daily and would dominate the wall time of both runs alike). Prints LP
 eviction rate and LP JQT (the two numbers GFS-SPEC §3 asks for), HP queueing, allocation, and
 for the exact policy how many MILPs it solved, how many fell back to the greedy answer, and the
-share of the simulation's wall time spent in them. Ratios at the end: gfs-milp / gfs.
+share of the simulation's wall time spent in them. With several ``--seeds`` (each seed is a
+different synthetic trace) a last block gives the mean over seeds, so that a difference can be
+told from run-to-run noise. Ratios at the end: gfs-milp / gfs (of the means).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 from gfs_opt.experiments.runner import RunSpec, prepare_trace, run
 from gfs_opt.experiments.setups import LOADS
 
-COLUMNS = ["policy", "LP eviction rate", "LP windows failed", "LP JQT mean s", "LP JQT p50 s",
+COLUMNS = ["policy", "seed", "LP eviction rate", "LP windows failed", "LP JQT mean s", "LP JQT p50 s",
            "LP JQT p90 s", "LP JQT p99 s", "HP JQT mean s", "HP evictions", "allocation",
            "wall s", "MILP solves", "fallbacks", "time-outs", "MILP s", "MILP share"]
 
@@ -42,7 +45,7 @@ def one(spec: RunSpec, prepared: Any) -> dict[str, Any]:
     s = out.summary
     m_s = milp_time(s)
     return {
-        "policy": spec.policy, "LP eviction rate": s["lp_eviction_rate"],
+        "policy": spec.policy, "seed": spec.seed, "LP eviction rate": s["lp_eviction_rate"],
         "LP windows failed": s.get("lp_windows_failed"),
         "LP JQT mean s": s["lp_jqt_mean"], "LP JQT p50 s": s["lp_jqt_p50"],
         "LP JQT p90 s": s["lp_jqt_p90"], "LP JQT p99 s": s["lp_jqt_p99"],
@@ -60,8 +63,33 @@ def _fmt(key: str, v: Any) -> str:
     if key in ("LP eviction rate", "allocation", "MILP share"):
         return f"{100 * v:.2f} %"
     if isinstance(v, float):
+        if key in ("LP windows failed", "MILP solves", "fallbacks", "time-outs", "HP evictions"):
+            return f"{v:,.1f}"   # a mean over seeds
         return f"{v:,.1f}" if key != "MILP s" else f"{v:,.2f}"
     return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def mean_rows(rows: list[dict[str, Any]], policies: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for policy in policies:
+        mine = [r for r in rows if r["policy"] == policy]
+        row: dict[str, Any] = {"policy": policy, "seed": "mean"}
+        for key in COLUMNS[2:]:
+            vals = [r[key] for r in mine if r[key] is not None]
+            row[key] = sum(vals) / len(vals) if vals else None
+        out.append(row)
+    return out
+
+
+def print_table(rows: list[dict[str, Any]], markdown: bool) -> None:
+    if not markdown:
+        for row in rows:
+            print("  ".join(f"{k}={_fmt(k, row[k])}" for k in COLUMNS))
+        return
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "|".join("---" for _ in COLUMNS) + "|")
+    for row in rows:
+        print("| " + " | ".join(_fmt(k, row[k]) for k in COLUMNS) + " |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,29 +100,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=2.0, help="per MILP solve (s)")
     ap.add_argument("--solver", default="scip")
     ap.add_argument("--policies", default="gfs,gfs-milp")
+    ap.add_argument("--seeds", default="0", help="comma-separated trace seeds")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args(argv)
     load = LOADS.get(args.load) or float(args.load)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    prepared = prepare_trace(RunSpec.from_setup(args.setup, policy=policies[0], lp_load=load))
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     rows = []
-    for policy in policies:
-        opts: dict[str, Any] = {"forecaster": args.forecaster}
-        if policy == "gfs-milp":
-            opts.update(time_limit=args.time_limit, solver=args.solver)
-        spec = RunSpec.from_setup(args.setup, policy=policy, lp_load=load, policy_options=opts)
-        row = one(spec, prepared)
-        rows.append(row)
-        if not args.markdown:
-            print("  ".join(f"{k}={_fmt(k, row[k])}" for k in COLUMNS), flush=True)
+    for seed in seeds:
+        prepared = prepare_trace(RunSpec.from_setup(args.setup, policy=policies[0], lp_load=load,
+                                                    seed=seed))
+        for policy in policies:
+            opts: dict[str, Any] = {"forecaster": args.forecaster}
+            if policy == "gfs-milp":
+                opts.update(time_limit=args.time_limit, solver=args.solver)
+            spec = RunSpec.from_setup(args.setup, policy=policy, lp_load=load, seed=seed,
+                                      policy_options=opts)
+            row = one(spec, prepared)
+            rows.append(row)
+            if not args.markdown:
+                print_table([row], False)
+                sys.stdout.flush()
     print(f"setup {args.setup}, LP load {args.load} (×{load:g}), forecaster {args.forecaster}, "
-          f"MILP time limit {args.time_limit:g} s ({args.solver})")
+          f"MILP time limit {args.time_limit:g} s ({args.solver}), seeds {args.seeds}")
+    means = mean_rows(rows, policies)
     if args.markdown:
-        print("| " + " | ".join(COLUMNS) + " |")
-        print("|" + "|".join("---" for _ in COLUMNS) + "|")
-        for row in rows:
-            print("| " + " | ".join(_fmt(k, row[k]) for k in COLUMNS) + " |")
-    by = {r["policy"]: r for r in rows}
+        print_table(rows + (means if len(seeds) > 1 else []), True)
+    elif len(seeds) > 1:
+        print_table(means, False)
+    by = {r["policy"]: r for r in means}
     if "gfs" in by and "gfs-milp" in by:
         g, m = by["gfs"], by["gfs-milp"]
         for key in ("LP eviction rate", "LP JQT mean s", "HP JQT mean s", "wall s"):

@@ -126,6 +126,28 @@ def test_greedy_choice_cache_changes_no_answer(rnd: Round) -> None:
     assert (cached.placements, cached.victims) == (fresh.placements, fresh.victims)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contested_rounds(max_nodes=5, max_pending=5))
+def test_gfs_milp_filter_never_drops_a_placeable_gang(rnd: Round) -> None:
+    """`may_fit_by_preemption` is a necessary condition: the exact answer only ever places
+    gangs that pass it, so gfs-milp may leave the others out of its MILP."""
+    from gfs_opt.policies.gfs_milp import may_fit_by_preemption
+
+    res = solve_preemption(rnd, solver=EXACT)
+    for jid in res.decision.placements:
+        assert may_fit_by_preemption(rnd.state, rnd.jobs[jid])
+
+
+def test_gfs_milp_filter_on_a_simulated_round() -> None:
+    from gfs_opt.policies.gfs_milp import may_fit_by_preemption
+
+    rnd = load_round(INSTANCES / "sim-paper-a100-lyra-x8-preemption.json")
+    fits = {(rnd.jobs[j].g, rnd.jobs[j].workers): may_fit_by_preemption(rnd.state, rnd.jobs[j])
+            for j in rnd.pending_hp}
+    assert fits[(4000, 96)]                 # the new arrival: placed by greedy and MILP
+    assert not fits[(8000, 214)] and not fits[(6000, 185)]   # gangs stuck for weeks
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(contested_rounds(max_nodes=3, max_pending=3))
 def test_ortools_and_pulp_agree(rnd: Round) -> None:

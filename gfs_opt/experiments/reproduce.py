@@ -136,7 +136,8 @@ class ReproResults:
                     for ld, by_pol in by_load.items()} for g, by_load in self.runs.items()}
 
     def per_pool(self) -> dict[str, dict[str, dict[str, list[dict[str, Any]]]]]:
-        return {g: {ld: {p: o.per_pool.reset_index().to_dict(orient="records")
+        """Per-pool records (`metrics.per_pool` plus HP columns of `pool_extras`)."""
+        return {g: {ld: {p: pool_extras(o).reset_index().to_dict(orient="records")
                          for p, o in by_pol.items()} for ld, by_pol in by_load.items()}
                 for g, by_load in self.runs.items()}
 
@@ -159,6 +160,22 @@ def extras(out: RunOutput) -> dict[str, Any]:
             "lp_jqt_mean_started": float(started["jqt"].mean()) if len(started) else float("nan"),
             "lp_jqt_p90_started": float(started["jqt"].quantile(0.9)) if len(started)
             else float("nan")}
+
+
+def pool_extras(out: RunOutput) -> pd.DataFrame:
+    """`per_pool` with HP jobs, HP mean JQT and HP jobs that never started, per pool: a pool whose
+    HP demand alone exceeds its capacity dominates cluster-wide means and must be visible."""
+    table = out.per_pool.copy()
+    jobs = out.jobs
+    if jobs is None or jobs.empty or "cls" not in jobs:
+        return table
+    hp = jobs[jobs["cls"] == "HP"]
+    g = hp.groupby("pool")
+    table["hp_jobs"] = g.size().reindex(table.index).fillna(0).astype(int)
+    table["hp_jqt_mean"] = g["jqt"].mean().reindex(table.index)
+    table["hp_never_started"] = g["first_start"].apply(lambda s: int(s.isna().sum())) \
+        .reindex(table.index).fillna(0).astype(int)
+    return table
 
 
 # ---- the plan ---------------------------------------------------------------------------------

@@ -136,7 +136,7 @@ class SweepSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: StrictStr | None = None
+    name: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] | None = None
     setup: _axis(StrictStr) | None = None
     trace: _axis(StrictStr) | None = None
     window: Annotated[list[Any], BeforeValidator(_dates_to_text),
@@ -502,10 +502,11 @@ def _non_default_options(policy: str, opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def memory_hint_mb(spec: RunSpec, override_gb: float | None = None) -> int:
-    """Per-cell memory for Ray's scheduler: peak RSS measured per trace, with headroom."""
+    """Per-cell memory for Ray's scheduler: twice the peak RSS of one run of that trace."""
     if override_gb is not None:
         return int(override_gb * 1024)
-    measured = {"small": 400, "ref-toy": 300, "paper-a100": 700, "synthetic": 4000}
+    # peak RSS in MB of one simulation process (gfs, 2026-11-29; BENCHMARKS.md for full scale)
+    measured = {"small": 250, "ref-toy": 230, "paper-a100": 370, "synthetic": 1130}
     if spec.trace in measured:
         return 2 * measured[spec.trace]
     path = Path(spec.trace)

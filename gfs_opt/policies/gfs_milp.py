@@ -3,8 +3,11 @@
 Each pass places what fits without preemption greedily (that part is never contested). Where HP
 jobs are still waiting in a pool that runs LP work, the remaining HP pass is solved exactly on a
 standalone copy of the round, with a time limit; on time-out or failure the greedy PTS answer is
-used instead and the report says so (``fallback``). With ``quota_method="milp"`` the spot quota
-comes from the chance-constrained admission MILP at every refresh.
+used instead and the report says so (``fallback``). Gangs that could not start even if every LP
+job were evicted (`may_fit_by_preemption`) are left out, and with none left no MILP is solved:
+on `paper-a100` a few such gangs wait for weeks and would otherwise cost one solve per pass.
+With ``quota_method="milp"`` the spot quota comes from the chance-constrained admission MILP at
+every refresh.
 """
 
 from __future__ import annotations
