@@ -131,6 +131,11 @@ def quota_for(quotas: Mapping[tuple[str, float], int], pool: str, d: float) -> i
     return longer[0] if longer else min(qq for _dd, qq in entries)
 
 
+def _holds_line(rnd: Round, jid: int, job: Job, hol_timeout_s: float) -> bool:
+    """A failed head of a FIFO queue blocks the jobs behind it until it has waited too long."""
+    return rnd.time - rnd.queued_since.get(jid, job.submit) <= hol_timeout_s
+
+
 def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
             e_score: np.ndarray | None = None, use_history: bool = True,
             worker_fn: WorkerFn | None = None, fifo: bool = False,
@@ -171,8 +176,7 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
                     if res is not None:
                         placement, victims = res
                 if placement is None:
-                    waited = rnd.time - rnd.queued_since.get(jid, job.submit)
-                    if head_of_line and waited <= hol_timeout_s:
+                    if head_of_line and _holds_line(rnd, jid, job, hol_timeout_s):
                         stop = True
                         break
                     fails.add(job.g, job.workers)
@@ -220,8 +224,7 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
                     continue
                 placement = place_gang(st, job, e_score, use_history, worker_fn)
                 if placement is None:
-                    waited = rnd.time - rnd.queued_since.get(jid, job.submit)
-                    if head_of_line and waited <= hol_timeout_s:
+                    if head_of_line and _holds_line(rnd, jid, job, hol_timeout_s):
                         stop = True
                         break
                     fails.add(job.g, job.workers)
