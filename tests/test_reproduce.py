@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 from gfs_opt.cli import main
 from gfs_opt.experiments.headline import changes, paper_comparisons
 from gfs_opt.experiments.paper import PAPER, PaperNumber, verdict
-from gfs_opt.experiments.reproduce import ReproConfig, grid_cells, load_run, pick_best_baseline
+from gfs_opt.experiments.reproduce import (
+    ReproConfig,
+    grid_cells,
+    load_run,
+    pick_best_baseline,
+    spec_for,
+)
 from gfs_opt.experiments.runner import RunSpec
 from gfs_opt.paths import REPO_ROOT
 
@@ -115,6 +121,16 @@ def test_plan_covers_the_paper() -> None:
     assert {c.policy for c in cells if c.group == "ablations"} == {
         "gfs", "gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims"}
     assert cfg.full_setup == "full"
+    sweep = [c for c in cells if c.group == "rho"]
+    assert len({c.key for c in sweep}) == len(cfg.rho_sweep) >= 3
+    spec = spec_for(cfg, sweep[0])
+    assert spec.params == {"rho": sweep[0].rho}
+    assert spec.policy_options == {"forecaster": cfg.sweep_forecaster}
+    # the grid's GFS keeps the default ρ and the configured forecaster
+    grid_gfs = next(c for c in cells if c.group == "grid" and c.policy == "gfs")
+    assert spec_for(cfg, grid_gfs).params == {}
+    assert spec_for(cfg, grid_gfs).policy_options == {"forecaster": cfg.forecaster}
+    assert spec_for(cfg, next(c for c in cells if c.policy == "lyra")).policy_options == {}
 
 
 # ---- the arithmetic of the report -------------------------------------------------------------

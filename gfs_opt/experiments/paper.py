@@ -88,7 +88,7 @@ def fmt(value: float | tuple[float, float] | None, unit: str, signed: bool = Fal
         return f"{value:,.1f} s"
     if unit == "x":
         return f"{value:.2f}×"
-    return f"${value:,.0f}"
+    return f"{'−' if value < 0 else ''}${abs(value):,.0f}"
 
 
 def is_change(number: PaperNumber) -> bool:

@@ -5,12 +5,14 @@ Plan (`ReproConfig`; `ReproConfig.quick()` is the small variant the test suite r
 - **grid** — setup ``paper-a100`` at low / medium / high LP load × GFS and the four baselines,
   plus GFS-MILP at the loads in ``milp_loads``;
 - **ablations** — GFS and its four ablations at ``ablation_load``;
+- **rho** — GFS at ``ablation_load`` for each ρ of ``rho_sweep`` (fast forecaster): how much of
+  the eviction/queueing trade-off is the choice of ρ;
 - **full** — the full-cluster August replay: GFS and the best baseline of the grid at medium load
   (lowest mean LP JQT, then lowest eviction rate);
 - **instances** — every file of ``instances/`` through the greedy and the exact solvers.
 
-Every run is written to ``OUT/runs/<setup>/<load>/<policy>/`` (`RunOutput.write`, plus the quota
-trace of GFS variants). A run whose folder already holds the same spec is loaded instead of
+Every run is written to ``OUT/runs/<setup>/<load>/<policy>[-rho<ρ>]/`` (`RunOutput.write`, plus
+the quota trace of GFS variants). A run whose folder already holds the same spec is loaded instead of
 re-run, so an interrupted reproduction resumes where it stopped and the report can be rebuilt
 without simulating anything. Identical specs (GFS at medium load in the grid and the ablations)
 run once.
@@ -38,7 +40,7 @@ from gfs_opt.traces.base import Trace
 
 BASELINES = ("yarn-cs", "chronus", "lyra", "fgd")
 ABLATIONS = ("gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims")
-GROUPS = ("grid", "ablations", "full")
+GROUPS = ("grid", "ablations", "rho", "full")
 QUOTA_TRACE = "quota_trace.csv"
 
 Progress = Callable[[str], None]
@@ -55,6 +57,9 @@ class ReproConfig:
     milp_loads: tuple[str, ...] = ("medium",)
     ablations: tuple[str, ...] = ABLATIONS
     ablation_load: str = "medium"
+    # sensitivity of GFS to ρ at ``ablation_load``, with a fast forecaster so it costs minutes
+    rho_sweep: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+    sweep_forecaster: str = "ets"
     full_setup: str | None = "full"
     full_policies: tuple[str, ...] = ("gfs",)
     full_best_baseline: bool = True
@@ -75,7 +80,8 @@ class ReproConfig:
         """Seconds, not hours: the small setup at medium load, fast forecaster, no full replay,
         no GFS-MILP simulation (a MILP per contested round is the slow part), tiny instances."""
         base = cls(setup="small", loads=(("medium", 1.0),), forecaster="ets", full_setup=None,
-                   milp_policies=(), instance_include=("tiny-",), milp_time_limit=2.0, quick=True)
+                   milp_policies=(), rho_sweep=(), instance_include=("tiny-",),
+                   milp_time_limit=2.0, quick=True)
         return replace(base, **overrides)
 
     def validate(self) -> None:
@@ -96,6 +102,9 @@ class ReproConfig:
             raise GfsError("the grid needs policy 'gfs' (everything is compared with it)")
         if self.milp_time_limit <= 0:
             raise GfsError("the MILP time limit must be positive")
+        bad = [r for r in self.rho_sweep if not 0 < r < 1]
+        if bad:
+            raise GfsError(f"ρ must lie in (0, 1), got {bad}")
 
 
 @dataclass
@@ -107,10 +116,16 @@ class Cell:
     load: str
     factor: float
     policy: str
+    rho: float | None = None          # ρ of the sensitivity sweep (None: the default)
+
+    @property
+    def label(self) -> str:
+        """Name of the run within its load: the policy, plus ρ in the sweep."""
+        return self.policy if self.rho is None else f"{self.policy}-rho{self.rho:g}"
 
     @property
     def key(self) -> str:
-        return f"{self.setup}/{self.load}/{self.policy}"
+        return f"{self.setup}/{self.load}/{self.label}"
 
 
 @dataclass
@@ -186,6 +201,8 @@ def grid_cells(cfg: ReproConfig) -> list[Cell]:
     factor = dict(cfg.loads)[cfg.ablation_load]
     cells += [Cell("ablations", cfg.setup, cfg.ablation_load, factor, p)
               for p in ("gfs", *cfg.ablations)]
+    cells += [Cell("rho", cfg.setup, cfg.ablation_load, factor, "gfs", rho)
+              for rho in cfg.rho_sweep]
     return cells
 
 
@@ -207,11 +224,13 @@ def pick_best_baseline(by_policy: dict[str, RunOutput]) -> str | None:
 
 def spec_for(cfg: ReproConfig, cell: Cell) -> RunSpec:
     forecaster = cfg.full_forecaster if cell.group == "full" and cfg.full_forecaster else \
-        cfg.forecaster
+        cfg.sweep_forecaster if cell.group == "rho" else cfg.forecaster
     kw: dict[str, Any] = {"policy": cell.policy, "lp_load": cell.factor, "seed": cfg.seed,
                           "drain_days": cfg.drain_days}
     if cfg.window is not None and cell.setup == cfg.setup:
         kw["window"] = tuple(cfg.window)
+    if cell.rho is not None:
+        kw["params"] = {"rho": cell.rho}
     spec = RunSpec.from_setup(cell.setup, **kw)
     spec.policy_options = _options_for(cell.policy, {"forecaster": forecaster})
     return spec
@@ -258,9 +277,9 @@ def run_cells(cells: list[Cell], cfg: ReproConfig, res: ReproResults, say: Progr
     done: dict[str, RunOutput] = {}
     for cell in cells:
         counter[0] += 1
-        tag = f"[{counter[0]}/{total}] {cell.group:<9} {cell.setup} · {cell.load} · {cell.policy}"
+        tag = f"[{counter[0]}/{total}] {cell.group:<9} {cell.setup} · {cell.load} · {cell.label}"
         spec = spec_for(cfg, cell)
-        folder = res.out / "runs" / cell.setup / cell.load / cell.policy
+        folder = res.out / "runs" / cell.setup / cell.load / cell.label
         out = done.get(cell.key)
         if out is None and not fresh:
             out = load_run(folder, spec)
@@ -286,7 +305,7 @@ def run_cells(cells: list[Cell], cfg: ReproConfig, res: ReproResults, say: Progr
             for old in (*folder.glob("*.csv"), folder / "summary.json"):
                 old.unlink(missing_ok=True)
             out = run(spec, progress=progress_bars, trace=trace, on_round=tracer,
-                      desc=f"{cell.policy} @ {cell.load}")
+                      desc=f"{cell.label} @ {cell.load}")
             out.write(folder)
             if tracer is not None:
                 table = tracer.table()
@@ -298,7 +317,7 @@ def run_cells(cells: list[Cell], cfg: ReproConfig, res: ReproResults, say: Progr
                 f"alloc {100 * s['allocation_rate']:.1f} %")
         done[cell.key] = out
         res.run_dirs[cell.key] = folder
-        res.runs.setdefault(cell.group, {}).setdefault(cell.load, {})[cell.policy] = out
+        res.runs.setdefault(cell.group, {}).setdefault(cell.load, {})[cell.label] = out
         res.timings[f"run {cell.key}"] = out.wall_s
 
 
