@@ -4,7 +4,8 @@ Changes are relative: ``(GFS − baseline) / baseline``, so −0.33 means "GFS 3
 compares our value with the paper's: within ``tolerance`` (relative to the paper's magnitude, or
 inside a published range widened by it) is a **match**; better than that is **exceed**; worse is
 **miss**. "Better" follows each number's direction (lower eviction, lower JQT, higher allocation).
-Numbers without a better side (``"range"``: the baselines' own JQT) can only match or miss, and
+Numbers without a better side (``"range"``: the baselines' own JQT, and the ablations' absolute
+values, where "better" would mean a weaker ablation) can only match or miss, and
 ``"equal"`` claims (no difference between policies) are judged on our spread.
 """
 
@@ -51,11 +52,11 @@ PAPER: dict[str, PaperNumber] = {n.key: n for n in (
                 "simulation, 2,296 A100"),
     PaperNumber("hp_jct_p99_spread", "HP p99 JCT spread across policies", 0.0, "%", "equal",
                 "simulation, 2,296 A100"),
-    PaperNumber("week_peak_lp_jqt", "Ablation previous-week peak: LP JQT", 10_502.4, "s", "lower",
+    PaperNumber("week_peak_lp_jqt", "Ablation previous-week peak: LP JQT", 10_502.4, "s", "range",
                 "ablation, medium load"),
     PaperNumber("week_peak_lp_eviction", "Ablation previous-week peak: LP eviction", 0.0808, "%",
-                "lower", "ablation, medium load"),
-    PaperNumber("static_eta_lp_jqt", "Ablation static η: LP JQT", 2_174.3, "s", "lower",
+                "range", "ablation, medium load"),
+    PaperNumber("static_eta_lp_jqt", "Ablation static η: LP JQT", 2_174.3, "s", "range",
                 "ablation, medium load"),
     PaperNumber("week_peak_jqt_factor", "Ablation previous-week peak: LP JQT ÷ GFS's",
                 10_502.4 / 575.4, "x", "higher", "ablation ÷ simulation"),

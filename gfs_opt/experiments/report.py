@@ -157,7 +157,9 @@ def _verdict_section(comps: list[Comparison]) -> str:
         "Relative changes are (GFS − baseline)/baseline: negative means GFS is lower. A value is a "
         "**match** when it is within ±20 % of the paper's magnitude (or inside its published range "
         "widened by that), **exceed** when it is better than that in the number's direction, "
-        "**miss** when worse.",
+        "**miss** when worse. Numbers without a better side — the baselines' own JQT and the "
+        "ablations' absolute values — can only match or miss; the ablation factors (÷ GFS's) "
+        "carry the paper's claim that each ablation is worse.",
         "",
         md_table(rows, ["paper number", "paper", "ours", "verdict", "difference", "how ours is measured"],
                  "lrrlll"),
