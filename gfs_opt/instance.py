@@ -238,6 +238,7 @@ def round_to_dict(rnd: Round, meta: Mapping[str, Any] | None = None) -> dict[str
         "eval_end": float(p.eval_end) if math.isfinite(p.eval_end) else None,
         "restart_small_s": float(p.restart_small_s), "restart_large_s": float(p.restart_large_s),
         "hard_guarantee": bool(p.hard_guarantee), "pool_aggregation": str(p.pool_aggregation),
+        "quota_after_window": bool(p.quota_after_window),
     }
     pools = {str(name): {"eta": float(s.eta), "recent_failed": int(s.recent_failed),
                          "recent_succeeded": int(s.recent_succeeded), "failed": int(s.failed),

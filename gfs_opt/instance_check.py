@@ -269,7 +269,8 @@ class _Checker:
             eta_static=p.eta_static, eval_start=p.eval_start,
             eval_end=math.inf if p.eval_end is None else p.eval_end,
             restart_small_s=p.restart_small_s, restart_large_s=p.restart_large_s,
-            hard_guarantee=p.hard_guarantee, pool_aggregation=p.pool_aggregation)
+            hard_guarantee=p.hard_guarantee, pool_aggregation=p.pool_aggregation,
+            quota_after_window=p.quota_after_window)
         return Round(
             time=doc.time, state=state, jobs=jobs, running=running,
             pending_hp=list(doc.pending_hp), pending_lp=list(doc.pending_lp),

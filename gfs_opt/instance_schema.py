@@ -49,6 +49,8 @@ class ParamsIn(_Strict):
     restart_small_s: Seconds = Field(_P.restart_small_s, description="restart overhead when g·w ≤ 8 GPUs")
     restart_large_s: Seconds = Field(_P.restart_large_s, description="restart overhead when g·w > 8 GPUs")
     hard_guarantee: bool = Field(_P.hard_guarantee, description="never evict an LP job inside its window")
+    quota_after_window: bool = Field(_P.quota_after_window,
+                                     description="keep the spot quota after the evaluation window")
     pool_aggregation: Literal["independent", "sum-quantiles"] = Field(
         _P.pool_aggregation, description="how per-organisation forecasts combine into a pool forecast")  # type: ignore[assignment]
 
@@ -56,7 +58,7 @@ class ParamsIn(_Strict):
 class PoolIn(_Strict):
     """Feedback state of one pool (`gfs_opt.model.PoolStatus`)."""
 
-    eta: float = Field(_S.eta, gt=0, description="current quota multiplier η")
+    eta: float = Field(_S.eta, gt=0, description="current safety-margin factor η (U = μ + z_ρ·σ/η)")
     recent_failed: Count = Field(_S.recent_failed, description="failed guarantee windows, last H hours")
     recent_succeeded: Count = Field(_S.recent_succeeded, description="succeeded windows, last H hours")
     failed: Count = Field(_S.failed, description="failed windows since the evaluation start (F)")

@@ -372,7 +372,7 @@ class PoolForecast:
 class PoolStatus:
     """Feedback state of one pool: η, window outcomes (recent and since the window start)."""
 
-    eta: float = 1.0
+    eta: float = 1.0            # divides the forecast's safety margin: U = μ + z_ρ·σ/η
     recent_failed: int = 0      # failed guarantee windows over the last H hours
     recent_succeeded: int = 0
     failed: int = 0             # since the replay started (node cost F)
@@ -390,7 +390,7 @@ class Params:
     guarantee_classes: tuple[float, ...] = (1.0,)
     quota_refresh_s: float = 300.0
     eta_min: float = 0.1
-    eta_max: float = 2.0
+    eta_max: float = 10.0
     eta_static: bool = False
     eval_start: float = 0.0
     eval_end: float = math.inf
@@ -398,6 +398,9 @@ class Params:
     restart_large_s: float = 60.0
     hard_guarantee: bool = False
     pool_aggregation: str = "independent"  # or "sum-quantiles"
+    # after the scored window LP jobs are admitted freely so the backlog drains (the authors'
+    # behaviour); True keeps the quota on until the replay ends
+    quota_after_window: bool = False
 
     @property
     def eval_length(self) -> float:

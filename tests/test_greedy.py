@@ -5,7 +5,6 @@ Every expected value below is worked out by hand in the comments, from the spec'
 
 from __future__ import annotations
 
-import math
 from statistics import NormalDist
 
 import numpy as np
@@ -45,7 +44,7 @@ from gfs_opt.preempt.scoring import (
     place_worker,
 )
 from gfs_opt.quota.admission import quota_allows
-from gfs_opt.quota.rule import free_of_hp, pool_quota, rule_quotas, update_eta
+from gfs_opt.quota.rule import free_of_hp, pool_quota, rule_quotas
 
 HP, LP = JobClass.HP, JobClass.LP
 
@@ -292,29 +291,7 @@ def test_preemptive_gang_all_or_nothing() -> None:
 
 
 # ---- SQA: η feedback and the quota rule (GFS-SPEC §2.2, ρ = 0.9 so 1 − ρ = 0.1) ----------------
-@pytest.mark.parametrize(("eta", "failed", "ok", "wait", "expected"), [
-    (1.0, 0, 0, 9e9, 1.0),          # no windows in the last H hours: skip
-    (1.0, 2, 8, 0.0, 0.5),          # ER 0.2 ≥ 0.15: η·0.1/0.2
-    (1.0, 3, 17, 0.0, 0.1 / 0.15),  # ER 0.15 ≥ 0.15 (boundary): η·0.1/0.15
-    (1.0, 1, 9, 9e9, 1.0),          # ER 0.1: between the thresholds, unchanged
-    (1.0, 1, 24, 3601.0, 1.1),      # ER 0.04 ≤ 0.05 and oldest wait > 1 h: η·(1.5 − 0.4)
-    (1.0, 1, 24, 3600.0, 1.0),      # … but a wait of exactly 1 h is not > 1 h
-    (0.8, 0, 10, 7200.0, 1.2),      # ER 0: η·1.5
-    (1.5, 0, 10, 7200.0, 2.0),      # 2.25 clamped to η_max = 2
-    (0.15, 10, 0, 0.0, 0.1),        # ER 1: 0.015 clamped to η_min = 0.1
-])
-def test_update_eta_hand_numbers(eta: float, failed: int, ok: int, wait: float,
-                                 expected: float) -> None:
-    status = PoolStatus(eta=eta, recent_failed=failed, recent_succeeded=ok, oldest_lp_wait=wait)
-    assert update_eta(status, Params()) == pytest.approx(expected)
-    assert status.eta == eta                     # a pure function of the status
-
-
-def test_static_eta_never_moves() -> None:
-    status = PoolStatus(eta=0.7, recent_failed=9, recent_succeeded=1)
-    assert update_eta(status, Params(eta_static=True)) == 0.7
-
-
+# η feedback: tests/test_quota_loop.py
 def round_with_forecast(mean: list[float], std: list[float], eta: float = 1.0,
                         history: bool = True) -> Round:
     st_ = cluster(8, 8)                                          # C_p = 16 GPUs
@@ -330,9 +307,13 @@ def test_rule_quotas_hand_numbers() -> None:
     assert list(free_of_hp(rnd.forecasts["A100"], 16, 0.9)) == [12, 10, 6, 13]
     # class 1 h: min over h = 0, 1 → 10; class 2 h: h ≤ 2 → 6; class 4 h: limited by H = 4 → 6
     assert rule_quotas(rnd) == {("A100", 1.0): 10_000, ("A100", 2.0): 6000, ("A100", 4.0): 6000}
-    # η = 0.5 halves every quota; an explicit η overrides the pool status
-    assert rule_quotas(round_with_forecast([4, 6, 10, 3], [0] * 4, eta=0.5))[("A100", 1.0)] == 5000
-    assert rule_quotas(rnd, {"A100": 0.25})[("A100", 2.0)] == 1500
+    # with σ = 0 there is no margin for η to scale
+    assert rule_quotas(round_with_forecast([4, 6, 10, 3], [0] * 4, eta=0.5))[("A100", 1.0)] == 10_000
+    # σ = 2: η = 0.5 doubles the margin (U = μ + 5.13), an explicit η overrides the pool status
+    # (η = 4: U = μ + 0.64)
+    wide = round_with_forecast([4, 6, 10, 3], [2] * 4, eta=0.5)
+    assert rule_quotas(wide)[("A100", 1.0)] == (16 - 11) * 1000
+    assert rule_quotas(wide, {"A100": 4.0})[("A100", 2.0)] == (16 - 10) * 1000
 
 
 def test_rule_quotas_use_the_rho_quantile() -> None:
@@ -352,8 +333,9 @@ def test_rule_quota_edge_cases() -> None:
     assert pool_quota(under, 16, 1.0, 1.0, p) == 16_000               # clipped at 0 → F = C
     assert pool_quota(over, 16, 1.0, 1.0, p, has_history=False) == 16_000
     assert pool_quota(None, 16, 1.0, 1.0, p) == 16_000
-    assert pool_quota(under, 16, 2.0, 1.0, p) == 32_000               # η > 1 may exceed C
-    assert math.isclose(pool_quota(under, 3, 0.3333, 1.0, p), 999)   # floor, in milli
+    assert pool_quota(under, 16, 10.0, 1.0, p) == 16_000              # never above C
+    fc = PoolForecast(np.array([1.0]), np.array([1.0]))
+    assert pool_quota(fc, 3, 0.3333, 1.0, p) == 0                      # U = 1 + 3.85 ≥ C
 
 
 def test_quota_admission_boundary() -> None:

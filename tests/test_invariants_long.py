@@ -17,7 +17,7 @@ import pytest
 
 from gfs_opt.experiments.runner import RunSpec, prepare_trace
 from gfs_opt.model import MILLI, Params
-from gfs_opt.policies import POLICIES, make_policy
+from gfs_opt.policies import POLICIES, make_policy, options_for
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 
@@ -27,14 +27,9 @@ PASSES: dict[str, int] = {}
 
 
 def options(policy: str) -> dict[str, object]:
-    """Fast forecasters for GFS variants (Prophet would dominate the run time); short MILP
-    time limits for the exact policy (its fallbacks are exercised too)."""
-    cls, fixed = POLICIES[policy]
-    opts: dict[str, object] = {}
-    from gfs_opt.policies.gfs import GFSPolicy
-
-    if issubclass(cls, GFSPolicy) and "forecaster" not in fixed:
-        opts["forecaster"] = "seasonal-naive"
+    """Fast forecasters wherever a policy forecasts (Prophet would dominate the run time); short
+    MILP time limits for the exact policy (its fallbacks are exercised too)."""
+    opts: dict[str, object] = options_for(policy, {"forecaster": "seasonal-naive"})
     if policy == "gfs-milp":
         opts["time_limit"] = 0.2
     return opts

@@ -319,6 +319,19 @@ def test_malformed_openb_and_chronus(tmp_path: Path) -> None:
     trace = load_chronus(chronus)
     assert trace.jobs["workers"].tolist() == [1, 2] and len(trace.nodes) == 3  # peak 17 GPUs
 
+    # soft-SLO jobs (other Chronus mixes) load: HP by default, LP on request, and a note says so
+    soft = "2,u3,2,9,1,m,60,1,1,1,0,soft\n"
+    chronus.write_text(head + ok + soft)
+    trace = load_chronus(chronus)
+    assert trace.jobs["cls"].tolist() == ["HP", "LP", "HP"]
+    assert any("1 soft-SLO job(s) run as HP" in n for n in trace.notes)
+    assert load_chronus(chronus, soft_class="LP").jobs["cls"].tolist() == ["HP", "LP", "LP"]
+    with pytest.raises(ValueError, match="soft_class"):
+        load_chronus(chronus, soft_class="spot")
+    chronus.write_text(head + ok + soft.replace(",0,soft", ",1,soft"))
+    with pytest.raises(InputError, match="contradicts"):
+        load_chronus(chronus)
+
 
 # ---- verify CLI -------------------------------------------------------------------------------
 @pytest.fixture

@@ -17,7 +17,7 @@ from gfs_opt.model import (
     Round,
     RunningJob,
 )
-from gfs_opt.policies import POLICIES, make_policy
+from gfs_opt.policies import POLICIES, make_policy, options_for
 from gfs_opt.policies.base import Policy, lp_pass
 from gfs_opt.policies.chronus import ChronusPolicy
 from gfs_opt.policies.fgd import FGDPolicy, whole_fragmentation
@@ -140,7 +140,7 @@ def test_policies_without_head_of_line_blocking_go_around() -> None:
 def test_yarn_cs_static_quota_is_capacity_minus_hp() -> None:
     b = RoundBuilder(4, 4)
     b.run(job(1, HP, 3000), ((0, (0, 1, 2)),))
-    q = YarnCSPolicy(quota="static").quotas(b.build())
+    q = YarnCSPolicy(quota="static").static_quotas(b.build())
     assert q == {("A100", 1.0): 5000}
     with pytest.raises(ValueError, match="quota"):
         YarnCSPolicy(quota="rule")
@@ -163,7 +163,7 @@ def test_lp_jobs_never_preempt() -> None:
     b.run(job(1, LP, 2000), ((0, (0, 1)),), ckpt=999.0).run(job(2, HP, 2000), ((0, (2, 3)),))
     b.pend(job(3, LP, 2000, submit=5.0))
     for name in POLICIES:
-        pol = make_policy(name, quota="none") if name.startswith("gfs") else make_policy(name)
+        pol = make_policy(name, quota="none") if name.startswith("gfs") else _policy(name)
         d = decide(pol, b.build())
         assert d.victims == [] and d.requeue == [] and d.placements == {}, name
 
@@ -175,7 +175,8 @@ def test_gfs_quota_blocks_lp_and_keeps_going_with_smaller_jobs() -> None:
     rnd.quota_due = True
     pol = GFSPolicy(quota="rule", forecaster="week-peak")
     pol.reset(rnd.state, rnd.params)
-    pol.quotas = {("A100", 1.0): 3000}               # as if the last refresh gave 3 GPUs
+    assert pol.spot is not None
+    pol.spot.quotas = {("A100", 1.0): 3000}          # as if the last refresh gave 3 GPUs
     rnd.quota_due = False
     rnd.state.begin()
     d = pol.decide(rnd)
@@ -244,10 +245,8 @@ def test_ablations_are_gfs_with_options() -> None:
 
 # ---- every policy returns an applicable decision on any valid round --------------------------------
 def _policy(name: str) -> Policy:
-    cls, fixed = POLICIES[name]
-    if issubclass(cls, GFSPolicy):
-        return make_policy(name, **({} if "forecaster" in fixed else {"forecaster": "week-peak"}))
-    return make_policy(name)
+    """A registered policy with a fast forecaster wherever it forecasts."""
+    return make_policy(name, **options_for(name, {"forecaster": "week-peak"}))
 
 
 @pytest.mark.parametrize("name", list(POLICIES))

@@ -119,9 +119,10 @@ def test_compare_writes_table_csv_and_plots(tiny_trace: Path, tmp_path: Path,
                              "--forecaster", "week-peak", "--window", "2024-03-01", "2024-03-03",
                              "--out", str(out_dir), "--no-progress")
     assert code == 0, err
-    header = out.splitlines()[0]
-    for col in ("LP evict", "LP JQT s", "LP JCT s", "HP JQT s", "alloc"):
+    header = " ".join(out.splitlines()[:2])
+    for col in ("LP evict", "LP JQT s", "(all)", "(started)", "LP never", "HP JQT s", "alloc"):
         assert col in header
+    assert "Lower is better" in out and "gfs vs mean of no-quota baselines" in out
     for pol in ("gfs", "yarn-cs", "chronus", "lyra", "fgd"):
         assert any(line.split()[1:2] == [pol] for line in out.splitlines()), pol
     df = pd.read_csv(out_dir / "compare.csv")

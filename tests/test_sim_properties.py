@@ -66,13 +66,11 @@ class StubProvider:
 
 
 class StubForecastMixin:
-    """Feeds a GFS policy's quota rule from `StubProvider` (the rule binds early and often)."""
+    """Feeds a policy's spot quota from `StubProvider` (the rule binds early and often)."""
 
     def reset(self, state, params, origin=None) -> None:  # type: ignore[no-untyped-def]
-        self.quota_mode = "none"
         super().reset(state, params, origin)  # type: ignore[misc]
-        self.quota_mode = "rule"
-        self.provider = StubProvider(params.horizon_h)
+        self.spot.provider = StubProvider(params.horizon_h)  # type: ignore[attr-defined]
 
 
 def with_stub_forecast(cls: type[GFSPolicy]) -> type[GFSPolicy]:
@@ -98,6 +96,10 @@ def policy_cases() -> dict[str, Callable[[], Policy]]:
                 cases[f"{name}/rule"] = _case(name)
             else:
                 cases[f"{name}/week-peak"] = _case(name, forecaster="week-peak")
+        elif make_policy(name).spot is not None:      # a baseline under the shared quota
+            cases[f"{name}/week-peak"] = _case(name, forecaster="week-peak")
+            cases[f"{name}/stub-forecast"] = (
+                lambda cls=cls, fixed=fixed: with_stub_forecast(cls)(**fixed))
         else:
             cases[name] = _case(name)
     cases["gfs/seasonal-naive"] = _case("gfs", forecaster="seasonal-naive")
@@ -113,8 +115,8 @@ CASES = policy_cases()
 # exact (MILP) policies solve per round: fewer examples keep the file within its time budget
 EXACT_CASES = [c for c in CASES if "milp" in c]
 FAST_CASES = [c for c in CASES if c not in EXACT_CASES]
-QUOTA_CASES = [c for c in FAST_CASES if c.startswith("gfs") and "quota-none" not in c] + [
-    "yarn-cs/quota-static"]
+QUOTA_CASES = [c for c in FAST_CASES if (c.startswith("gfs") or "+sqa" in c)
+               and "quota-none" not in c] + ["yarn-cs/quota-static"]
 
 
 def yarn_static_quota(sim: AuditedSimulator) -> dict[tuple[str, float], int]:

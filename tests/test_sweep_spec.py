@@ -86,7 +86,7 @@ def test_impossible_eta_corners_are_skipped_and_all_impossible_is_an_error() -> 
     cells = cells_of({**BASE, "seeds": 0, "params": {"eta_min": [0.1, 0.5], "eta_max": [0.3, 2]}})
     assert len(cells) == 2 * 3
     with pytest.raises(InputError, match="eta_min"):
-        validate_spec({**BASE, "params": {"eta_min": 3.0}})
+        validate_spec({**BASE, "params": {"eta_min": 12.0}})      # above the default η_max 10
 
 
 def test_toml_and_yaml_give_the_same_cells(tmp_path: Path) -> None:
@@ -190,8 +190,9 @@ def test_dry_run_lists_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_examples_are_valid() -> None:
     root = Path(__file__).resolve().parent.parent / "examples"
     paper = expand(load_spec_file(root / "sweep-paper-a100.toml")[0], root)
-    assert len(paper) == 45
-    assert {c.params["policy"] for c in paper} == {"gfs", "yarn-cs", "chronus", "lyra", "fgd"}
+    assert len(paper) == 72       # 8 policies (GFS, 4 no-quota, 3 +sqa) × 3 loads × 3 seeds
+    assert {c.params["policy"] for c in paper} == {"gfs", "yarn-cs", "chronus", "lyra", "fgd",
+                                                  "yarn-cs+sqa", "lyra+sqa", "fgd+sqa"}
     assert {c.params["load"] for c in paper} == {"low", "medium", "high"}
     assert {c.params["seed"] for c in paper} == {0, 1, 2}
     assert all(c.spec.trace == "paper-a100" for c in paper)

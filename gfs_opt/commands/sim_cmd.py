@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -19,6 +20,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rho", type=float, default=None, help="guarantee probability ρ (0.9)")
     p.add_argument("--guarantee-classes", default=None,
                    help="comma-separated guarantee classes in hours (default 1)")
+    p.add_argument("--capacity-scale", type=float, default=None, metavar="X",
+                   help="resize every pool to X × its nodes (e.g. 0.5 to make a trace sized to "
+                        "its peak demand contend)")
+    p.add_argument("--time-scale", type=float, default=None, metavar="K",
+                   help="stretch submit times and durations by K (time-compressed traces)")
+    p.add_argument("--keep-quota-after-window", action="store_true",
+                   help="keep the spot quota on after the scored window (default: lifted, so "
+                        "the LP backlog drains as in the authors' simulator)")
     p.add_argument("--check-invariants", action="store_true",
                    help="assert capacity, HP-never-evicted, whole gangs after every round")
     p.add_argument("--replay-from", default=None, help="start the replay here (date or seconds)")
@@ -39,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(handler=_simulate)
 
     c = sub.add_parser("compare", help="run several policies on the same trace and tabulate")
-    c.add_argument("--policies", default="gfs,yarn-cs,chronus,lyra,fgd")
+    c.add_argument("--policies", default="gfs,yarn-cs,chronus,lyra,fgd,yarn-cs+sqa,lyra+sqa,fgd+sqa",
+                   help="comma-separated policies (default: GFS and both baseline families)")
     c.add_argument("--setup", default=None, help="small, paper-a100, full, ref-toy")
     c.add_argument("--trace", default=None, help="instead of --setup: any trace source")
     c.add_argument("--window", nargs=2, metavar=("START", "END"), default=None)
@@ -61,7 +71,14 @@ def _spec_kwargs(args: argparse.Namespace) -> dict:
             params["guarantee_classes"] = tuple(float(x) for x in args.guarantee_classes.split(","))
         except ValueError:
             raise GfsError("--guarantee-classes takes numbers of hours, e.g. 1,2,4") from None
+    if args.keep_quota_after_window:
+        params["quota_after_window"] = True
+    for flag, value in (("--capacity-scale", args.capacity_scale),
+                        ("--time-scale", args.time_scale)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= 1000):
+            raise GfsError(f"{flag} must be a number in (0, 1000], got {value}")
     kw: dict = {"pools": tuple(args.pools.split(",")) if args.pools else None,
+                "capacity_scale": args.capacity_scale, "time_scale": args.time_scale,
                 "lp_load": args.lp_load, "seed": args.seed, "params": params,
                 "check_invariants": args.check_invariants, "replay_from": args.replay_from}
     if args.lp_load is not None and args.lp_load < 0:
@@ -72,9 +89,11 @@ def _spec_kwargs(args: argparse.Namespace) -> dict:
 
 
 def _policy_options(policy: str, args: argparse.Namespace) -> dict:
-    if args.forecaster and policy.startswith("gfs") and policy != "gfs-week-peak":
-        return {"forecaster": args.forecaster}
-    return {}
+    from gfs_opt.policies import POLICIES, options_for
+
+    if policy not in POLICIES:
+        return {}
+    return options_for(policy, {"forecaster": args.forecaster})
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -99,7 +118,15 @@ def _simulate(args: argparse.Namespace) -> int:
         print(format_summary(out.summary))
         if args.out:
             print(f"tables written to {args.out}")
+    print_warnings({args.policy: out.summary})
     return 0
+
+
+def print_warnings(summaries: dict[str, dict]) -> None:
+    """Each run's warnings on stderr, one line each, named by the run."""
+    for name, s in summaries.items():
+        for w in s.get("warnings", []):
+            print(f"warning: {name}: {w}", file=sys.stderr)
 
 
 def format_summary(s: dict) -> str:
@@ -112,7 +139,10 @@ def format_summary(s: dict) -> str:
         f"{s['lp_evictions_per_job']:.2f} evictions/job, {100 * s['lp_share_evicted']:.1f} % of "
         f"LP jobs evicted)",
         f"  LP JQT mean/p50/p99   {s['lp_jqt_mean']:.1f} / {s['lp_jqt_p50']:.1f} / "
-        f"{s['lp_jqt_p99']:.1f} s",
+        f"{s['lp_jqt_p99']:.1f} s   (all LP jobs; a job that never started counts its wait "
+        f"until the replay ended)",
+        f"  LP JQT of started     {s['lp_jqt_started_mean']:.1f} s mean over the jobs that "
+        f"started; {s['lp_never_started']} LP job(s) never started",
         f"  LP JCT mean/p99       {s['lp_jct_mean']:.1f} / {s['lp_jct_p99']:.1f} s",
         f"  HP JQT mean/p99       {s['hp_jqt_mean']:.1f} / {s['hp_jqt_p99']:.1f} s   "
         f"HP evictions {s['hp_evictions']}",
@@ -160,6 +190,8 @@ def _compare(args: argparse.Namespace) -> int:
     results = compare(base, policies, loads, progress=not args.no_progress)
     df = table(results)
     print(format_table(df))
+    print_warnings({f"{pol} @ {load}": o.summary for load, by_pol in results.items()
+                    for pol, o in by_pol.items()})
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out / "compare.csv", index=False)

@@ -146,7 +146,7 @@ def solve_quota_pulp(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
         jobs = [j for j in pending if rnd.jobs[j].pool == pool]
         if not jobs:
             continue
-        U, eta = scenarios(rnd, pool, opts)
+        U, _eta = scenarios(rnd, pool, opts)     # η is already in the scenarios' spread
         U = U * MILLI
         cap = st.capacity_gpus(pool) * MILLI
         H, S = U.shape[1], U.shape[0]
@@ -164,7 +164,7 @@ def solve_quota_pulp(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
         for h in range(H):
             cover = [j for j in jobs if h < class_hours(rnd.jobs[j].guarantee_h, H)]
             for s in range(S):
-                rhs = max(0.0, np.floor(eta * (cap - U[s, h]) - L[h]))
+                rhs = max(0.0, np.floor(cap - U[s, h] - L[h]))
                 prob += pulp.lpSum(rnd.jobs[j].demand * x[j] for j in cover) <= rhs + big_m * z[s]
         prob += pulp.lpSum(z) <= k
         free = cap - int(st.pool_used[st.pool_index[pool]])

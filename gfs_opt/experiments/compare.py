@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,50 +10,58 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
+from gfs_opt.policies import family, options_for
 
+#: summary keys of the comparison table (all "lower is better" except the allocation rate)
 TABLE_COLUMNS = {
     "lp_eviction_rate": "LP evict %",
-    "lp_jqt_mean": "LP JQT s",
+    "lp_jqt_mean": "LP JQT s (all)",
+    "lp_jqt_started_mean": "LP JQT s (started)",
+    "lp_never_started": "LP never started",
     "lp_jct_mean": "LP JCT s",
     "hp_jqt_mean": "HP JQT s",
     "allocation_rate": "alloc %",
 }
+#: GFS's relative change is reported on these
+RELATIVE = ("lp_eviction_rate", "lp_jqt_mean")
+FAMILY_LABEL = {"none": "no-quota baselines", "sqa": "+sqa baselines (shared quota, static η)"}
 
 
 def compare(base: RunSpec, policies: Sequence[str], loads: dict[str, float],
-            progress: bool = False) -> dict[str, dict[str, RunOutput]]:
-    """Run every policy at every load on identical traces; results[load][policy]."""
+            progress: bool = False,
+            on_result: Callable[[str, str, RunOutput], None] | None = None,
+            ) -> dict[str, dict[str, RunOutput]]:
+    """Run every policy at every load on identical traces; results[load][policy].
+
+    ``on_result(load, policy, output)`` is called as each run finishes (e.g. to write it out, so
+    an interrupted comparison keeps what it finished)."""
     results: dict[str, dict[str, RunOutput]] = {}
     for load_name, factor in loads.items():
         spec_l = replace(base, lp_load=factor)
         prepared = prepare_trace(spec_l)
         results[load_name] = {}
         for pol in policies:
-            spec = replace(spec_l, policy=pol, policy_options=_options_for(pol, base.policy_options))
-            results[load_name][pol] = run(spec, progress=progress, trace=prepared,
-                                          desc=f"{pol} @ {load_name}")
+            spec = replace(spec_l, policy=pol, policy_options=options_for(pol, base.policy_options))
+            out = run(spec, progress=progress, trace=prepared, desc=f"{pol} @ {load_name}")
+            results[load_name][pol] = out
+            if on_result is not None:
+                on_result(load_name, pol, out)
     return results
 
 
-def _options_for(policy: str, options: dict) -> dict:
-    """CLI-wide GFS options (e.g. the forecaster) apply to GFS variants that do not fix them."""
-    from gfs_opt.policies import POLICIES
-    from gfs_opt.policies.gfs import GFSPolicy
-
-    cls, fixed = POLICIES[policy]
-    if not issubclass(cls, GFSPolicy):
-        return {}
-    return {k: v for k, v in options.items() if k not in fixed}
+def _rel(ref: float, base: float) -> float:
+    return (ref - base) / base if base and not (np.isnan(ref) or np.isnan(base)) else np.nan
 
 
 def table(results: dict[str, dict[str, RunOutput]], reference: str = "gfs") -> pd.DataFrame:
-    """One row per (load, policy); relative change of the reference vs each row's policy."""
+    """One row per (load, policy) with its family; relative change of the reference vs each row's
+    policy (``gfs_vs_<metric>``, negative = the reference is lower)."""
     rows = []
     for load, by_pol in results.items():
         ref = by_pol.get(reference)
         for pol, out in by_pol.items():
             s = out.summary
-            row = {"load": load, "policy": pol}
+            row = {"load": load, "policy": pol, "family": family(pol)}
             for key in TABLE_COLUMNS:
                 row[key] = s.get(key, np.nan)
             row["hp_jqt_p99"] = s.get("hp_jqt_p99", np.nan)
@@ -61,27 +69,62 @@ def table(results: dict[str, dict[str, RunOutput]], reference: str = "gfs") -> p
             row["hp_evictions"] = s.get("hp_evictions", 0)
             row["wall_s"] = out.wall_s
             if ref is not None and pol != reference:
-                for key in ("lp_eviction_rate", "lp_jqt_mean"):
-                    base_v, ref_v = s.get(key, np.nan), ref.summary.get(key, np.nan)
-                    row[f"gfs_vs_{key}"] = (ref_v - base_v) / base_v if base_v else np.nan
+                for key in RELATIVE:
+                    row[f"gfs_vs_{key}"] = _rel(ref.summary.get(key, np.nan), s.get(key, np.nan))
             rows.append(row)
     return pd.DataFrame(rows)
 
 
+def family_summary(df: pd.DataFrame, reference: str = "gfs", by: str = "load") -> pd.DataFrame:
+    """Per ``by`` group and baseline family: the reference's relative change vs the family's
+    mean (the way the paper states its result) and the mean of its per-baseline changes."""
+    rows = []
+    for group, sub in df.groupby(by, sort=False):
+        ref = sub[sub["policy"] == reference]
+        if ref.empty:
+            continue
+        for fam in ("none", "sqa"):
+            base = sub[(sub["policy"].map(family) == fam) & (sub["policy"] != reference)]
+            if base.empty:
+                continue
+            row = {by: group, "family": fam, "baselines": ",".join(base["policy"])}
+            for key in RELATIVE:
+                r = float(ref[key].iloc[0])
+                row[f"vs_mean_{key}"] = _rel(r, float(base[key].mean()))
+                row[f"mean_change_{key}"] = float(np.nanmean([_rel(r, b) for b in base[key]]))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_family_summary(fam: pd.DataFrame, reference: str = "gfs", by: str = "load") -> list[str]:
+    return [f"{r[by]}: {reference} vs mean of {FAMILY_LABEL[r['family']]}: "
+            f"LP evict {_pct(r['vs_mean_lp_eviction_rate'])}, "
+            f"LP JQT {_pct(r['vs_mean_lp_jqt_mean'])}" for _, r in fam.iterrows()]
+
+
 def format_table(df: pd.DataFrame, reference: str = "gfs") -> str:
-    """Readable table like the paper's, with GFS's relative change vs each baseline."""
-    lines = []
-    head = (f"{'load':<7}{'policy':<18}{'LP evict':>9}{'LP JQT s':>11}{'LP JCT s':>11}"
-            f"{'HP JQT s':>10}{'alloc':>8}   {reference} vs policy: evict / LP JQT")
-    lines.append(head)
-    lines.append("-" * len(head))
+    """Readable table like the paper's, with the reference's relative change vs each baseline and
+    vs each baseline family's mean."""
+    lines = [f"{'load':<7}{'policy':<13}{'LP evict':>9}{'LP JQT s':>11}{'LP JQT s':>11}"
+             f"{'LP never':>9}{'HP JQT s':>10}{'alloc':>8}   {reference} vs policy",
+             f"{'':<7}{'':<13}{'':>9}{'(all)':>11}{'(started)':>11}{'started':>9}{'':>10}"
+             f"{'':>8}   evict / LP JQT (all)"]
+    lines.append("-" * max(len(x) for x in lines))
     for _, r in df.iterrows():
         rel = ""
-        if r["policy"] != reference and "gfs_vs_lp_eviction_rate" in r and not pd.isna(r.get("gfs_vs_lp_jqt_mean")):
+        if r["policy"] != reference and not pd.isna(r.get("gfs_vs_lp_jqt_mean", np.nan)):
             rel = f"{_pct(r['gfs_vs_lp_eviction_rate'])} / {_pct(r['gfs_vs_lp_jqt_mean'])}"
-        lines.append(f"{r['load']:<7}{r['policy']:<18}{100 * r['lp_eviction_rate']:>8.2f}%"
-                     f"{r['lp_jqt_mean']:>11.1f}{r['lp_jct_mean']:>11.1f}{r['hp_jqt_mean']:>10.1f}"
+        lines.append(f"{r['load']:<7}{r['policy']:<13}{100 * r['lp_eviction_rate']:>8.2f}%"
+                     f"{r['lp_jqt_mean']:>11.0f}{r['lp_jqt_started_mean']:>11.0f}"
+                     f"{int(r['lp_never_started']):>9d}{r['hp_jqt_mean']:>10.0f}"
                      f"{100 * r['allocation_rate']:>7.1f}%   {rel}")
+    fam = family_summary(df, reference)
+    if len(fam):
+        lines += ["", *format_family_summary(fam, reference)]
+    lines += ["", "Lower is better for every column but alloc (higher is better); a negative "
+              f"change means {reference} is lower.",
+              "LP JQT (all) counts a job that never started with its wait until the replay ended "
+              "(a lower bound); (started) averages the jobs that started."]
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ from gfs_opt.errors import GfsError
 from gfs_opt.experiments.setups import SETUPS, lp_window
 from gfs_opt.model import Params
 from gfs_opt.policies import make_policy
+from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
 from gfs_opt.traces.base import Trace, parse_time
@@ -38,6 +39,8 @@ class RunSpec:
     check_invariants: bool = False
     drain_days: float = 3.0
     price_per_gpu_hour: float = 2.0
+    capacity_scale: float = 1.0      # resize every pool (`Trace.scale_capacity`)
+    time_scale: float = 1.0          # stretch submit times and durations (`Trace.stretch_time`)
 
     @classmethod
     def from_setup(cls, setup: str, **kw: Any) -> RunSpec:
@@ -102,6 +105,10 @@ def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
     from gfs_opt.traces.load import load_trace
 
     trace = load_trace(spec.trace, seed=spec.seed)
+    try:
+        trace = trace.stretch_time(spec.time_scale).scale_capacity(spec.capacity_scale)
+    except ValueError as exc:
+        raise GfsError(str(exc)) from None
     if spec.window is not None:
         lo = parse_time(spec.window[0], trace.origin, "window start")
         hi = parse_time(spec.window[1], trace.origin, "window end")
@@ -181,6 +188,13 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
     summary.update({"policy": spec.policy, "policy_options": res.options, "wall_s": res.wall_s,
                     "events": res.events, "events_per_s": res.events / max(res.wall_s, 1e-9),
                     "trace_notes": trace_.notes})
+    diagnostics = policy.diagnostics()
+    summary.update(diagnostics)
+    warnings: list[str] = []
+    if "quota" in diagnostics and rec.jobs is not None and len(rec.jobs):
+        lp = rec.jobs[rec.jobs["cls"] == "LP"]
+        warnings += quota_warnings(diagnostics["quota"], lp["pool"].value_counts().to_dict())
+    summary["warnings"] = warnings
     return RunOutput(spec, summary, per_class(rec), per_pool(rec), rec.timeseries(),
                      rec.jobs if rec.jobs is not None else pd.DataFrame(), rec.quota_table(),
                      res.wall_s, res.events)

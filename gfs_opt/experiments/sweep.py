@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.errors import GfsError
+from gfs_opt.experiments.compare import RELATIVE, family_summary, format_family_summary
 from gfs_opt.experiments.runner import RunOutput
 from gfs_opt.experiments.sweep_cell import CellOutcome
 from gfs_opt.experiments.sweep_engines import Engine, Task
@@ -47,7 +48,9 @@ RESULT_FILES = ("results.parquet", "results.csv", "summary.csv", "timings.csv")
 _NOT_METRICS = {"policy", "policy_options", "wall_s", "events_per_s", "trace_notes",
                 "solver_reports", "window"}
 #: headline metrics of the printed summary: key → (heading, scale)
-HEADLINE = {"lp_eviction_rate": ("LP evict %", 100.0), "lp_jqt_mean": ("LP JQT s", 1.0),
+HEADLINE = {"lp_eviction_rate": ("LP evict %", 100.0), "lp_jqt_mean": ("LP JQT s (all)", 1.0),
+            "lp_jqt_started_mean": ("LP JQT s (started)", 1.0),
+            "lp_never_started": ("LP never started", 1.0),
             "lp_jct_mean": ("LP JCT s", 1.0), "hp_jqt_mean": ("HP JQT s", 1.0),
             "allocation_rate": ("alloc %", 100.0)}
 
@@ -273,7 +276,23 @@ def format_summary(summary: pd.DataFrame, cells: Sequence[Cell]) -> str:
     text = ["  ".join(c.ljust(w) if i < len(varying) else c.rjust(w)
                       for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     text.insert(1, "-" * len(text[0]))
-    return "\n".join(text)
+    return "\n".join(text + _family_lines(summary, [k for k in varying if k != "policy"]))
+
+
+def _family_lines(summary: pd.DataFrame, groups: list[str]) -> list[str]:
+    """GFS against the mean of each baseline family, per configuration of the other axes."""
+    if "policy" not in summary or "gfs" not in set(summary["policy"]):
+        return []
+    df = pd.DataFrame({"policy": summary["policy"],
+                       "group": summary[groups].astype(str).agg(" · ".join, axis=1)
+                       if groups else "all"})
+    for key in RELATIVE:
+        df[key] = summary.get(f"{key}_mean", math.nan)
+    fam = family_summary(df, by="group")
+    if fam.empty:
+        return []
+    return ["", "Means over seeds; lower is better (negative: GFS lower).",
+            *format_family_summary(fam, by="group")]
 
 
 def _pm(mean: float, ci: float, scale: float) -> str:

@@ -45,12 +45,13 @@ from gfs_opt.errors import GfsError, InputError
 from gfs_opt.experiments.runner import RunSpec
 from gfs_opt.experiments.setups import LOADS, SETUPS
 from gfs_opt.model import Params
+from gfs_opt.policies import settable_options
 
 DEFAULT_PARAMS = Params()
 
 SPEC_SUFFIXES = (".toml", ".yaml", ".yml")
 #: bump when the meaning of a cell id changes (old result folders then stop matching)
-ID_VERSION = 1
+ID_VERSION = 2
 
 
 # ---- normalisers --------------------------------------------------------------------------
@@ -115,6 +116,7 @@ class ParamsSpec(BaseModel):
     restart_small_s: _axis(NonNegFloat) | None = None
     restart_large_s: _axis(NonNegFloat) | None = None
     hard_guarantee: _axis(StrictBool) | None = None
+    quota_after_window: _axis(StrictBool) | None = None
     pool_aggregation: _axis(Annotated[str, Field(pattern="^(independent|sum-quantiles)$")]) | None = None
 
     def axes(self) -> dict[str, list[Any]]:
@@ -152,6 +154,8 @@ class SweepSpec(BaseModel):
     check_invariants: StrictBool = False
     drain_days: Annotated[NonNegFloat, Field(le=365)] = 3.0
     price_per_gpu_hour: NonNegFloat = 2.0
+    capacity_scale: Annotated[PosFloat, Field(le=100)] = 1.0
+    time_scale: Annotated[PosFloat, Field(le=10_000)] = 1.0
     memory_gb: PosFloat | None = None
 
     @field_validator("setup")
@@ -349,24 +353,6 @@ def _check_policies(spec: SweepSpec, source: object) -> None:
                 raise InputError(source, f"key 'options': policy {pol!r}: {exc}") from None
 
 
-def settable_options(policy: str) -> set[str]:
-    """Constructor keywords of a registered policy that the policy does not fix itself."""
-    from gfs_opt.policies import POLICIES
-
-    cls, fixed = POLICIES[policy]
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        params = inspect.signature(init).parameters.values()
-        names |= {p.name for p in params if p.name != "self" and p.kind in (
-            p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            break   # no **kwargs: the bases' keywords are not reachable
-    return names - set(fixed)
-
-
 def _option_combos(spec: SweepSpec, policy: str) -> list[dict[str, Any]]:
     keys = [k for k in spec.options if k in settable_options(policy)]
     return [dict(zip(keys, vals, strict=True))
@@ -458,7 +444,8 @@ def expand(spec: SweepSpec, base_dir: Path = Path("."), check_invariants: bool =
                         base, policy=policy, policy_options=_non_default_options(policy, opts),
                         lp_load=factor, seed=int(seed), params=_non_default_params(params),
                         check_invariants=spec.check_invariants or check_invariants,
-                        drain_days=spec.drain_days, price_per_gpu_hour=spec.price_per_gpu_hour)
+                        drain_days=spec.drain_days, price_per_gpu_hour=spec.price_per_gpu_hour,
+                        capacity_scale=spec.capacity_scale, time_scale=spec.time_scale)
                     if spec.window is not None:
                         run = replace(run, window=tuple(spec.window))  # type: ignore[arg-type]
                     if spec.replay_from is not None:

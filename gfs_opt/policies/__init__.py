@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from gfs_opt.errors import GfsError
@@ -21,11 +22,48 @@ POLICIES: dict[str, tuple[type[Policy], dict[str, Any]]] = {
     "lyra": (LyraPolicy, {}),
     "fgd": (FGDPolicy, {}),
     "gfs-milp": (GFSMilpPolicy, {}),
+    # the baselines under GFS's spot quota with a static η, as the authors ran them
+    "yarn-cs+sqa": (YarnCSPolicy, {"quota": "sqa"}),
+    "lyra+sqa": (LyraPolicy, {"quota": "sqa"}),
+    "fgd+sqa": (FGDPolicy, {"quota": "sqa"}),
     "gfs-week-peak": (GFSPolicy, {"forecaster": "week-peak"}),
     "gfs-static-eta": (GFSPolicy, {"static_eta": True}),
     "gfs-no-history": (GFSPolicy, {"use_history": False}),
     "gfs-naive-victims": (GFSPolicy, {"victims": "naive"}),
 }
+
+
+def settable_options(name: str) -> set[str]:
+    """Constructor keywords of a registered policy that it does not fix itself (the forecaster
+    only where the policy holds a spot quota: a no-quota baseline has no use for one)."""
+    cls, fixed = POLICIES[name]
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        names |= {p.name for p in params if p.name != "self" and p.kind in (
+            p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break   # no **kwargs: the bases' keywords are not reachable
+    names -= set(fixed)
+    if "forecaster" in names and make_policy(name).spot is None:
+        names.discard("forecaster")
+    return names
+
+
+def options_for(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The run-wide options (e.g. the forecaster) that policy ``name`` takes and does not fix."""
+    keys = settable_options(name)
+    return {k: v for k, v in options.items() if k in keys and v is not None}
+
+
+def family(name: str) -> str:
+    """"gfs" (GFS and its variants), "sqa" (a baseline under the shared spot quota) or "none"."""
+    if name.startswith("gfs"):
+        return "gfs"
+    return "sqa" if name.endswith("+sqa") else "none"
 
 
 def register_policy(name: str, cls: type[Policy], **options: Any) -> None:
@@ -45,4 +83,5 @@ def make_policy(spec: str, **overrides: Any) -> Policy:
         raise GfsError(f"policy '{spec}': {exc}") from None
 
 
-__all__ = ["POLICIES", "Policy", "make_policy", "register_policy"]
+__all__ = ["POLICIES", "Policy", "family", "make_policy", "options_for", "register_policy",
+           "settable_options"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,34 +31,76 @@ from gfs_opt.preempt.greedy import (
     place_gang_preemptive,
 )
 from gfs_opt.preempt.scoring import place_gang, pool_can_fit
-from gfs_opt.quota.admission import quota_allows
+from gfs_opt.quota.admission import quota_allows, quota_for
+from gfs_opt.quota.spot_quota import SpotQuota
 from gfs_opt.sim.queues import PendingQueue, as_queue
 
 WorkerFn = Callable[[ClusterState, Job], WorkerPlacement | None]
 
 
 class Policy(ABC):
-    """Base class: subclasses set ``name`` and implement `decide`."""
+    """Base class: subclasses set ``name`` and implement `decide`.
+
+    A policy that admits LP work under the spot quota holds a `SpotQuota` in ``spot``; the clock
+    hooks below feed it, and `diagnostics` reports what it did.
+    """
 
     name: ClassVar[str] = "policy"
     #: called at every event time (False: only on quota-refresh rounds, e.g. Chronus' 300 s rounds)
     every_event: ClassVar[bool] = True
+    spot: SpotQuota | None = None
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         """Called once before a simulation (or a standalone solve) starts."""
         self.params = params
+        if self.spot is not None:
+            self.spot.reset(state, params, origin)
 
     @abstractmethod
     def decide(self, rnd: Round) -> Decision: ...
 
-    def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:  # noqa: B027
+    def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:
         """Hourly maximum of HP GPUs in use per (pool, org) for the hour that ends at ``t``."""
+        if self.spot is not None:
+            self.spot.observe_hour(t, hp_usage)
 
-    def on_day(self, t: float) -> None:  # noqa: B027
+    def on_day(self, t: float) -> None:
         """Midnight of simulated time (forecaster refits)."""
+        if self.spot is not None:
+            self.spot.on_day(t)
 
     def options(self) -> dict[str, object]:
         return {}
+
+    def diagnostics(self) -> dict[str, object]:
+        """What the policy wants said about the run (e.g. the quota's activity), JSON-friendly."""
+        return {"quota": self.spot.diagnostics()} if self.spot is not None else {}
+
+    def quotas_for_pass(self, rnd: Round, decision: Decision) -> Mapping[tuple[str, float], int] | None:
+        """Refresh the spot quota when due; the quotas this pass applies (None: no quota)."""
+        if self.spot is None:
+            return None
+        if self.spot.due(rnd):
+            self.spot.refresh(rnd, decision)
+        return self.spot.in_force()
+
+    def lp_pass_under_quota(self, rnd: Round, decision: Decision,
+                            quotas: Mapping[tuple[str, float], int] | None, **kw: Any) -> None:
+        """`lp_pass`, with the quota's refusals counted for the diagnostics."""
+        denied = lp_pass(rnd, decision, quotas=quotas, **kw)
+        if self.spot is not None:
+            self.spot.count_denials(rnd.time, denied)
+
+
+QUOTA_MODES = ("none", "sqa")
+
+
+def shared_quota(mode: str, forecaster: str, policy: str) -> SpotQuota | None:
+    """A baseline's LP admission: no quota, or GFS's SQA quota with η fixed at 1 (``"sqa"``),
+    the setting in which the authors ran YARN-CS, Lyra and FGD."""
+    if mode not in QUOTA_MODES:
+        raise ValueError(f"{policy} quota must be one of {', '.join(QUOTA_MODES)}, got {mode!r}")
+    return SpotQuota(forecaster, adaptive=False) if mode == "sqa" else None
 
 
 @dataclass(slots=True)
@@ -115,20 +157,6 @@ class FailSizes:
     def blocks(self, g: int) -> bool:
         """Every job with per-worker request ≥ g is dominated (a single worker of ≤ g failed)."""
         return any(gf <= g and wf <= 1 for gf, wf in self.front)
-
-
-def quota_for(quotas: Mapping[tuple[str, float], int], pool: str, d: float) -> int | None:
-    """Quota of class ``d`` in ``pool``; a class without its own entry is held to the nearest
-    longer class (a longer window needs more hours free, so its quota is the stricter), else to
-    the pool's smallest quota. None only when the pool has no quota at all."""
-    q = quotas.get((pool, d))
-    if q is not None:
-        return q
-    entries = sorted((dd, qq) for (pp, dd), qq in quotas.items() if pp == pool)
-    if not entries:
-        return None
-    longer = [qq for dd, qq in entries if dd >= d]
-    return longer[0] if longer else min(qq for _dd, qq in entries)
 
 
 def _holds_line(rnd: Round, jid: int, job: Job, hol_timeout_s: float) -> bool:
@@ -195,8 +223,13 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
 def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float], int] | None,
             e_score: np.ndarray | None = None, use_history: bool = True,
             worker_fn: WorkerFn | None = None, fifo: bool = False,
-            head_of_line: bool = False, hol_timeout_s: float = float("inf")) -> None:
-    """LP pass: quota check, then non-preemptive placement of the whole gang or nothing."""
+            head_of_line: bool = False, hol_timeout_s: float = float("inf")) -> dict[str, int]:
+    """LP pass: quota check, then non-preemptive placement of the whole gang or nothing.
+
+    A job the quota refuses holds a FIFO line like one that does not fit, and for as long
+    (``hol_timeout_s``). Returns how many starts the quota refused, per pool.
+    """
+    denied: dict[str, int] = {}
     st = rnd.state
     queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
     for pool in pools_to_run(rnd, queue.pools()):
@@ -218,7 +251,8 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
                     break
                 quota = quota_for(quotas, pool, job.guarantee_h) if quotas is not None else None
                 if not quota_allows(int(st.pool_lp[p]), job, quota):
-                    if head_of_line:
+                    denied[pool] = denied.get(pool, 0) + 1
+                    if head_of_line and _holds_line(rnd, jid, job, hol_timeout_s):
                         stop = True
                         break
                     continue
@@ -233,6 +267,7 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
                 decision.placements[jid] = placement
             if stop:
                 break
+    return denied
 
 
 def placement_is_whole(placement: Placement) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gfs_opt.model import Decision, Round, RunningJob
-from gfs_opt.policies.base import Policy, hp_pass, lp_pass
+from gfs_opt.policies.base import Policy, hp_pass
 from gfs_opt.preempt.greedy import PreemptRule
 
 LEASE_S = 1200.0
@@ -45,5 +45,5 @@ class ChronusPolicy(Policy):
             hp_pass(rnd, reclaim, rule=self.rule, use_history=False, fifo=True, evictable=expired)
             decision.placements.update(reclaim.placements)
             decision.requeue.extend(reclaim.victims)
-        lp_pass(rnd, decision, quotas=None, use_history=False, fifo=True)
+        self.lp_pass_under_quota(rnd, decision, None, use_history=False, fifo=True)
         return decision

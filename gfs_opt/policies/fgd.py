@@ -3,10 +3,13 @@
 A node's expected fragmentation under the typical request mix M = {1: .35, 2: .10, 4: .05,
 8: .50} GPUs counts the free capacity a request of size m cannot use: all of it when fewer than
 m whole GPUs are free, otherwise the residuals of partly used GPUs. Each worker goes where that
-expectation grows least (ties: best fit, lowest index).
+expectation grows least (ties: best fit, lowest index). ``quota="sqa"`` (the policy `fgd+sqa`)
+admits LP work under GFS's spot quota at a static η.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +22,7 @@ from gfs_opt.model import (
     WorkerPlacement,
     gpus_per_worker,
 )
-from gfs_opt.policies.base import Policy, hp_pass, lp_pass
+from gfs_opt.policies.base import Policy, hp_pass, shared_quota
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.scoring import best_gpu_fraction, free_gpus_on
 
@@ -35,9 +38,16 @@ def whole_fragmentation(max_free: int, mix: dict[int, float] = TYPICAL_MIX) -> n
 class FGDPolicy(Policy):
     name = "fgd"
 
-    def __init__(self) -> None:
+    def __init__(self, quota: str = "none", forecaster: str = "prophet") -> None:
         self.rule = PreemptRule("newest", "count")
         self.frag = whole_fragmentation(64)
+        self.quota_mode = quota
+        self.forecaster_name = forecaster
+        self.spot = shared_quota(quota, forecaster, self.name)
+
+    def options(self) -> dict[str, Any]:
+        return {"quota": self.quota_mode,
+                **({"forecaster": self.forecaster_name} if self.spot else {})}
 
     def place_worker(self, state: ClusterState, job: Job) -> WorkerPlacement | None:
         pool = state.pool_index[job.pool]
@@ -61,8 +71,9 @@ class FGDPolicy(Policy):
 
     def decide(self, rnd: Round) -> Decision:
         decision = Decision()
+        quotas = self.quotas_for_pass(rnd, decision)
         hp_pass(rnd, decision, rule=self.rule, use_history=False, worker_fn=self.place_worker,
                 fifo=True)
-        lp_pass(rnd, decision, quotas=None, use_history=False, worker_fn=self.place_worker,
-                fifo=True)
+        self.lp_pass_under_quota(rnd, decision, quotas, use_history=False,
+                                 worker_fn=self.place_worker, fifo=True)
         return decision

@@ -12,10 +12,11 @@ every refresh.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gfs_opt.model import MILLI, ClusterState, Decision, Job, Round, RunningJob
-from gfs_opt.policies.base import hp_pass, lp_pass
+from gfs_opt.policies.base import hp_pass
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.scoring import worker_slots
 from gfs_opt.solve import SolverOptions
@@ -74,17 +75,21 @@ class GFSMilpPolicy(GFSPolicy):
         return {**super().options(), "time_limit": self.solver.time_limit,
                 "solver": self.solver.solver, "quota_method": self.quota_method}
 
-    def refresh(self, rnd: Round, decision: Decision) -> None:
-        super().refresh(rnd, decision)
-        if self.quota_method == "milp" and len(rnd.pending_lp):
+    def quotas_for_pass(self, rnd: Round, decision: Decision) -> Mapping[tuple[str, float], int] | None:
+        """The rule's quotas, replaced by the admission MILP's at each refresh with LP waiting."""
+        due = self.spot is not None and self.spot.due(rnd)
+        quotas = super().quotas_for_pass(rnd, decision)
+        if (due and quotas and self.spot is not None and self.quota_method == "milp"
+                and len(rnd.pending_lp)):
             from gfs_opt.quota.milp import QuotaOptions, solve_quota
 
             sub = standalone_round(rnd, pending_hp=[])
-            sub.quotas = dict(self.quotas)
+            sub.quotas = dict(quotas)
             res = solve_quota(sub, QuotaOptions(pack=False), self.solver)
-            self.quotas.update(res.quotas)
-            decision.quotas = dict(self.quotas)
+            quotas = self.spot.override(res.quotas)
+            decision.quotas = dict(quotas)
             decision.reports.append(res.report)
+        return quotas
 
     def contested_pools(self, rnd: Round) -> set[str]:
         """Pools (that changed since the last pass) with HP waiting while LP work runs there."""
@@ -102,8 +107,8 @@ class GFSMilpPolicy(GFSPolicy):
         from gfs_opt.preempt.milp import solve_preemption
 
         decision = Decision()
-        if self.quota_mode == "rule" and (rnd.quota_due or not self.quotas):
-            self.refresh(rnd, decision)
+        quotas = self.quotas_for_pass(rnd, decision)
+        self.refresh_scores(rnd)
         e = self.e_score if self.use_history else None
         hp_pass(rnd, decision, rule=None, e_score=e, use_history=self.use_history)
         pools = self.contested_pools(rnd)
@@ -122,6 +127,5 @@ class GFSMilpPolicy(GFSPolicy):
                 st.allocate(rnd.jobs[jid], placement)
                 decision.placements[jid] = placement
             decision.reports.extend(res.decision.reports)
-        quotas = self.quotas if self.quota_mode == "rule" else None
-        lp_pass(rnd, decision, quotas=quotas, e_score=e, use_history=self.use_history)
+        self.lp_pass_under_quota(rnd, decision, quotas, e_score=e, use_history=self.use_history)
         return decision

@@ -4,43 +4,51 @@ HP tries a non-preemptive best fit, then evicts LP on one node (newest container
 node needing the fewest victims). The head of a queue blocks the jobs behind it for at most
 ``hol_timeout_s`` (default 1 h); after that later jobs may pass, as YARN's reservations do
 (``reservations-continue-look-all-nodes``). Without the bound, one gang that cannot fit for
-weeks (long-running residents hold the GPUs it needs) deadlocks the whole pool. LP needs no quota unless ``quota="static"``: then the quota is
-the capacity not used by HP right now (no forecast), a common operator setting.
+weeks (long-running residents hold the GPUs it needs) deadlocks the whole pool. A head the
+quota refuses blocks the line the same way, and for no longer.
+
+LP admission: no quota (``quota="none"``); GFS's spot quota at a static η (``"sqa"``, the policy
+`yarn-cs+sqa`, how the authors ran YARN-CS); or ``"static"``: the capacity not used by HP right
+now (no forecast), a common operator setting.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gfs_opt.model import MILLI, Decision, Round
-from gfs_opt.policies.base import Policy, hp_pass, lp_pass
+from gfs_opt.policies.base import Policy, hp_pass, shared_quota
 from gfs_opt.preempt.greedy import PreemptRule
 
 
 class YarnCSPolicy(Policy):
     name = "yarn-cs"
 
-    def __init__(self, quota: str = "none", hol_timeout_s: float = 3600.0) -> None:
-        if quota not in {"none", "static"}:
-            raise ValueError("yarn-cs quota must be 'none' or 'static'")
+    def __init__(self, quota: str = "none", hol_timeout_s: float = 3600.0,
+                 forecaster: str = "prophet") -> None:
         self.quota_mode = quota
         self.hol_timeout_s = hol_timeout_s
+        self.forecaster_name = forecaster
         self.rule = PreemptRule("newest", "count")
+        self.spot = None if quota == "static" else shared_quota(quota, forecaster, self.name)
 
     def options(self) -> dict[str, Any]:
-        return {"quota": self.quota_mode, "hol_timeout_s": self.hol_timeout_s}
+        return {"quota": self.quota_mode, "hol_timeout_s": self.hol_timeout_s,
+                **({"forecaster": self.forecaster_name} if self.spot else {})}
 
-    def quotas(self, rnd: Round) -> dict[tuple[str, float], int] | None:
-        if self.quota_mode == "none":
-            return None
+    def static_quotas(self, rnd: Round) -> dict[tuple[str, float], int]:
         st = rnd.state
         return {(p, d): int(st.pool_capacity[i] - st.pool_hp[i]) // MILLI * MILLI
                 for i, p in enumerate(st.pools) for d in rnd.params.guarantee_classes}
 
     def decide(self, rnd: Round) -> Decision:
         decision = Decision()
+        quotas: Mapping[tuple[str, float], int] | None = (
+            self.static_quotas(rnd) if self.quota_mode == "static"
+            else self.quotas_for_pass(rnd, decision))
         hp_pass(rnd, decision, rule=self.rule, use_history=False, fifo=True, head_of_line=True,
                 hol_timeout_s=self.hol_timeout_s)
-        lp_pass(rnd, decision, quotas=self.quotas(rnd), use_history=False, fifo=True,
-                head_of_line=True, hol_timeout_s=self.hol_timeout_s)
+        self.lp_pass_under_quota(rnd, decision, quotas, use_history=False, fifo=True,
+                                 head_of_line=True, hol_timeout_s=self.hol_timeout_s)
         return decision

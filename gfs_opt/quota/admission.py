@@ -2,12 +2,64 @@
 
 from __future__ import annotations
 
-from gfs_opt.model import Job, Round
+from collections.abc import Mapping
+
+from gfs_opt.model import Job, JobClass, Round
+from gfs_opt.preempt.scoring import pool_can_fit, worker_slots
+from gfs_opt.sim.queues import as_queue
 
 
 def quota_allows(lp_running_milli: int, job: Job, quota_milli: int | None) -> bool:
     """Running LP GPUs of the pool plus this job's g·w stay within the quota (None = no quota)."""
     return quota_milli is None or lp_running_milli + job.demand <= quota_milli
+
+
+def quota_for(quotas: Mapping[tuple[str, float], int], pool: str, d: float) -> int | None:
+    """Quota of class ``d`` in ``pool``; a class without its own entry is held to the nearest
+    longer class (a longer window needs more hours free, so its quota is the stricter), else to
+    the pool's smallest quota. None only when the pool has no quota at all."""
+    q = quotas.get((pool, d))
+    if q is not None:
+        return q
+    entries = sorted((dd, qq) for (pp, dd), qq in quotas.items() if pp == pool)
+    if not entries:
+        return None
+    longer = [qq for dd, qq in entries if dd >= d]
+    return longer[0] if longer else min(qq for _dd, qq in entries)
+
+
+def fits_now(rnd: Round, job: Job) -> bool:
+    """The whole gang could start right now without preemption (exact worker-slot count)."""
+    st = rnd.state
+    return pool_can_fit(st, job) and worker_slots(st, job) >= job.workers
+
+
+def quota_wait(rnd: Round, pool: str, quotas: Mapping[tuple[str, float], int]) -> float | None:
+    """Wait since its last (re)queue of the oldest pending LP job of ``pool`` that the quota alone
+    keeps from starting (it would fit now), or None when there is none.
+
+    A gang that fits nowhere is not waiting on the quota: counting it would let a job no quota
+    can help push η up without bound.
+    """
+    if pool not in rnd.state.pool_index:
+        return None
+    lp_running = int(rnd.state.pool_lp[rnd.state.pool_index[pool]])
+    queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
+    fits: dict[tuple[int, int], bool] = {}   # feasibility depends on the gang's shape only
+    oldest: float | None = None
+    for jid in queue.pool_ids(pool):
+        job = rnd.jobs[jid]
+        since = rnd.queued_since.get(jid, job.submit)
+        if oldest is not None and since >= oldest:
+            continue
+        if quota_allows(lp_running, job, quota_for(quotas, pool, job.guarantee_h)):
+            continue
+        shape = (job.g, job.workers)
+        if shape not in fits:
+            fits[shape] = fits_now(rnd, job)
+        if fits[shape]:
+            oldest = since
+    return None if oldest is None else max(0.0, rnd.time - oldest)
 
 
 def lp_order_key(job: Job) -> tuple[int, int, float, int]:

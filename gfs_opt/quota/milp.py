@@ -74,8 +74,8 @@ class PoolData:
         return int(self.U.shape[1])
 
     def slack(self) -> np.ndarray:
-        """R[h, s] = max(0, ⌊η(C − U) − L⌋), shape (H, S)."""
-        r = np.floor(self.eta * (self.capacity - self.U.T) - self.L[:, None])
+        """R[h, s] = max(0, ⌊C − U − L⌋), shape (H, S) (η is already in the scenarios U)."""
+        r = np.floor(self.capacity - self.U.T - self.L[:, None])
         return np.maximum(r, 0.0)
 
     def quantile_slack(self) -> np.ndarray:
@@ -85,7 +85,11 @@ class PoolData:
 
 def scenarios(rnd: Round, pool: str, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS
               ) -> tuple[np.ndarray, float]:
-    """HP demand scenarios (S, H) in GPUs, clipped and floored as in the rule, and the η to use."""
+    """HP demand scenarios (S, H) in GPUs, clipped and floored as in the rule, and the pool's η.
+
+    η scales the scenarios' spread around the forecast mean, ``μ + (U − μ)/η``, as it scales the
+    rule's margin ``z_ρ·σ/η``: the rule stays the Gaussian-quantile special case of the model.
+    """
     cap = rnd.state.capacity_gpus(pool)
     fc = rnd.forecasts.get(pool)
     status = rnd.pool_status(pool)
@@ -100,7 +104,9 @@ def scenarios(rnd: Round, pool: str, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS
         nd = NormalDist()
         eps = np.array([nd.inv_cdf(s / (opts.scenarios + 1)) for s in range(1, opts.scenarios + 1)])
         samples = fc.mean[None, :] + eps[:, None] * np.maximum(fc.std, 0.0)[None, :]
-    return np.clip(np.floor(samples), 0, cap), status.eta
+    eta = status.eta
+    samples = fc.mean[None, :] + (samples - fc.mean[None, :]) / eta
+    return np.clip(np.floor(samples), 0, cap), eta
 
 
 def guaranteed_load(rnd: Round, pool: str, horizon: int) -> np.ndarray:
@@ -137,14 +143,14 @@ def pool_data(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> list[Po
 
 
 def implied_quotas(rnd: Round, data: list[PoolData]) -> dict[tuple[str, float], int]:
-    """Q[p,d] = ⌊η·min_{h ≤ d}(C − U^{(k+1)}[h])⌋: the rule with the scenario quantile.
+    """Q[p,d] = ⌊min_{h ≤ d}(C − U^{(k+1)}[h])⌋: the rule with the scenario quantile.
 
     Every admitted set of the MILP keeps L[h] + admitted ≤ Q (the MILP is at least as strict).
     """
     out: dict[tuple[str, float], int] = {}
     for pd in data:
         upper = np.sort(pd.U, axis=0)[len(pd.U) - 1 - pd.k]      # (k+1)-th largest per hour
-        free = pd.eta * (pd.capacity - upper)
+        free = pd.capacity - upper
         classes = set(rnd.params.guarantee_classes) | {rnd.jobs[j].guarantee_h for j in pd.jobs}
         for d in sorted(classes):
             out[(pd.pool, d)] = max(0, math.floor(float(free[:class_hours(d, pd.horizon)].min())))

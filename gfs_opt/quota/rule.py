@@ -1,4 +1,11 @@
-"""The paper's spot-quota rule (SQA, GFS-SPEC §2.2) with η feedback."""
+"""The paper's spot-quota rule (SQA, GFS-SPEC §2.2) with η feedback on the safety margin.
+
+Per pool and future hour h: ``U_h = μ_h + z_ρ·σ_h/η`` bounds the HP demand, ``F_h = C − clip(⌊U_h⌋,
+0, C)`` GPUs are expected to stay free of HP, and a guarantee class of d hours gets
+``Q_d = min_{h ≤ d} F_h``. η = 1 is the plain ρ-quantile; η > 1 narrows the margin (more LP),
+η < 1 widens it. An earlier reading multiplied F by η, which cannot help when F = 0 (the forecast
+mean alone fills the pool): η then sat at its clamp while the quota stayed 0.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,19 @@ import numpy as np
 
 from gfs_opt.model import MILLI, Params, PoolForecast, PoolStatus, Round
 
+#: the growth branch needs an LP job that has waited this long on the quota
+QUOTA_WAIT_S = 3600.0
 
-def free_of_hp(forecast: PoolForecast, capacity: int, rho: float) -> np.ndarray:
-    """F_h = C − clip(⌊U_h⌋, 0, C) with U_h the ρ-quantile of the Gaussian N(μ_h, σ_h)."""
+
+def demand_bound(forecast: PoolForecast, rho: float, eta: float = 1.0) -> np.ndarray:
+    """U_h = μ_h + z_ρ·σ_h/η (GPUs): the HP demand the quota plans for."""
     z = NormalDist().inv_cdf(rho)
-    upper = forecast.mean + z * np.maximum(forecast.std, 0.0)
-    return capacity - np.clip(np.floor(upper), 0, capacity)
+    return forecast.mean + z * np.maximum(forecast.std, 0.0) / eta
+
+
+def free_of_hp(forecast: PoolForecast, capacity: int, rho: float, eta: float = 1.0) -> np.ndarray:
+    """F_h = C − clip(⌊U_h⌋, 0, C)."""
+    return capacity - np.clip(np.floor(demand_bound(forecast, rho, eta)), 0, capacity)
 
 
 def class_hours(guarantee_h: float, horizon_h: int) -> int:
@@ -24,12 +38,12 @@ def class_hours(guarantee_h: float, horizon_h: int) -> int:
 
 def pool_quota(forecast: PoolForecast | None, capacity: int, eta: float, guarantee_h: float,
                params: Params, has_history: bool = True) -> int:
-    """Q_{p,d} = η · min_{h ≤ d} F_h in milli-GPU; a pool without HP history gets Q = C."""
+    """Q_{p,d} = min_{h ≤ d} F_h in milli-GPU; a pool without HP history gets Q = C."""
     if forecast is None or not has_history or len(forecast.mean) == 0:
         return capacity * MILLI
-    free = free_of_hp(forecast, capacity, params.rho)
+    free = free_of_hp(forecast, capacity, params.rho, eta)
     hours = class_hours(guarantee_h, len(free))
-    return math.floor(eta * float(free[:hours].min()) * MILLI)
+    return int(free[:hours].min()) * MILLI
 
 
 def rule_quotas(rnd: Round, eta: dict[str, float] | None = None) -> dict[tuple[str, float], int]:
@@ -45,16 +59,26 @@ def rule_quotas(rnd: Round, eta: dict[str, float] | None = None) -> dict[tuple[s
     return out
 
 
-def update_eta(status: PoolStatus, params: Params) -> float:
-    """η feedback from the eviction rate ER of the last H hours (GFS-SPEC §2.2 step 4)."""
+def update_eta(status: PoolStatus, params: Params, quota_wait: float | None) -> float:
+    """η feedback from the eviction rate ER of the last H hours (GFS-SPEC §2.2 step 4).
+
+    ``quota_wait``: how long the oldest LP job that the quota (and nothing else) keeps from
+    starting has waited, or None when no LP job waits on the quota. With no window ended in the
+    last H hours, ER counts as 0 while LP jobs wait on the quota (otherwise a low η that starves
+    every LP job would never see a window again and never recover) and η is left alone when none
+    waits. ER ≥ 1.5(1−ρ) shrinks η by (1−ρ)/ER; ER ≤ 0.5(1−ρ) grows it by 1.5 − ER/(1−ρ) once
+    that job has waited over an hour. Bounded to [η_min, η_max].
+    """
     eta = status.eta
-    windows = status.recent_failed + status.recent_succeeded
-    if params.eta_static or windows == 0:
+    if params.eta_static:
         return eta
-    er = status.recent_failed / windows
+    windows = status.recent_failed + status.recent_succeeded
+    if windows == 0 and quota_wait is None:
+        return eta
+    er = status.recent_failed / windows if windows else 0.0
     target = 1.0 - params.rho
     if er >= 1.5 * target:
         eta *= target / er
-    elif er <= 0.5 * target and status.oldest_lp_wait > 3600.0:
+    elif er <= 0.5 * target and quota_wait is not None and quota_wait > QUOTA_WAIT_S:
         eta *= 1.5 - er / target
     return min(params.eta_max, max(params.eta_min, eta))

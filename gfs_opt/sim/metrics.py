@@ -1,4 +1,9 @@
-"""Metrics of GFS-SPEC §5 over the jobs submitted in the evaluation window and its samples."""
+"""Metrics of GFS-SPEC §5 over the jobs submitted in the evaluation window and its samples.
+
+Queueing time comes three ways, kept apart everywhere it is shown: ``lp_jqt_mean`` over every
+scored LP job (a job that never started counts its wait until the replay ends, a lower bound),
+``lp_jqt_started_mean`` over the jobs that started at least once, and ``lp_never_started``.
+"""
 
 from __future__ import annotations
 
@@ -106,6 +111,13 @@ def summarize(rec: Recorder, price_per_gpu_hour: float = 2.0) -> dict[str, Any]:
                 if k != "n":
                     out[f"{name}_{metric}_{k}"] = v
         out[f"{name}_unfinished"] = int((sub["status"] != "done").sum()) if len(sub) else 0
+        # JQT over jobs that started at least once, and how many never did: `*_jqt_mean` counts
+        # a never-started job's wait up to the end of the replay (a lower bound on its JQT)
+        started = sub[sub["first_start"].notna()] if len(sub) else sub
+        out[f"{name}_never_started"] = len(sub) - len(started)
+        st = _stats(started["jqt"] if len(started) else pd.Series(dtype=float))
+        out[f"{name}_jqt_started_mean"] = st["mean"]
+        out[f"{name}_jqt_started_p99"] = st["p99"]
     reports = rec.report_table()
     out["solver_reports"] = reports.to_dict(orient="records")
     # exact steps over the whole replay: how often the greedy answer had to stand in

@@ -104,6 +104,49 @@ class Trace:
             notes.append(f"LP arrivals scaled ×{lp_load} (seed {seed})")
         return Trace(nodes.reset_index(drop=True), jobs.reset_index(drop=True), self.origin, self.name, notes)
 
+    def scale_capacity(self, factor: float) -> Trace:
+        """Resize every pool to ``round(factor × nodes)`` nodes (at least one), to create or relieve
+        contention: traces sized to their peak demand (Chronus's) never make a quota bind.
+
+        Shrinking keeps nodes spread evenly over each pool's list (sorted by GPUs, then name), so
+        the mix of node sizes is kept; growing adds copies named ``<node>~<k>``. Deterministic.
+        """
+        if not np.isfinite(factor) or factor <= 0:
+            raise ValueError(f"capacity scale must be a positive number, got {factor}")
+        if factor == 1.0:
+            return self
+        parts = []
+        for _pool, nodes in self.nodes.groupby("pool", sort=True):
+            nodes = nodes.sort_values(["gpus", "node_name"], kind="stable")
+            n, want = len(nodes), max(1, round(factor * len(nodes)))
+            if want <= n:
+                idx = np.unique(np.floor(np.arange(want) * n / want).astype(int))
+                parts.append(nodes.iloc[idx])
+                continue
+            copies = [nodes]
+            for k in range(1, -(-want // n)):
+                extra = nodes.copy()
+                extra["node_name"] = extra["node_name"].astype(str) + f"~{k}"
+                copies.append(extra)
+            parts.append(pd.concat(copies).iloc[:want])
+        nodes = pd.concat(parts, ignore_index=True)
+        note = (f"capacity scaled ×{factor:g}: {len(self.nodes):,} → {len(nodes):,} nodes, "
+                f"{int(self.nodes['gpus'].sum()):,} → {int(nodes['gpus'].sum()):,} GPUs")
+        return Trace(nodes, self.jobs, self.origin, self.name, [*self.notes, note])
+
+    def stretch_time(self, factor: float) -> Trace:
+        """Multiply submit times and durations by ``factor``: a time-compressed trace (Chronus's
+        spans ~5.6 h) stretched to days gives an hourly demand forecaster something to learn."""
+        if not np.isfinite(factor) or factor <= 0:
+            raise ValueError(f"time scale must be a positive number, got {factor}")
+        if factor == 1.0:
+            return self
+        jobs = self.jobs.copy()
+        jobs["submit"] = jobs["submit"] * factor
+        jobs["duration"] = jobs["duration"] * factor
+        return Trace(self.nodes, jobs, self.origin, self.name,
+                     [*self.notes, f"submit times and durations stretched ×{factor:g}"])
+
     def replay_from(self, t0: float) -> Trace:
         """Start the replay at ``t0``: jobs that ended before are dropped; HP jobs still running
         at ``t0`` become residents submitted at ``t0`` with their remaining duration (we assume

@@ -2,9 +2,12 @@
 
 Documented choices:
 
-- **Class.** ``job_type`` is the source of truth: ``strict`` (deadline job) → HP, ``best``
-  (best effort) → LP. When the ``best_effort`` column is present it must agree (1 ⇔ best);
-  in the published MIX1 file the two columns agree on every row.
+- **Class.** ``job_type`` is the source of truth: ``strict`` (a hard-deadline SLO job) → HP,
+  ``best`` (best effort) → LP, and ``soft`` (an SLO job whose deadline may slip, as in other
+  Chronus mixes) → HP by default: it still carries an SLO, and GFS's HP class is the one with
+  an SLO that is never preempted. ``soft_class="LP"`` runs soft jobs as spot jobs instead; the
+  trace notes say how many jobs each mapping moved. When the ``best_effort`` column is present
+  it must agree (1 ⇔ best); in the published MIX1 file the two columns agree on every row.
 - **Tenant.** ``user`` (a Philly virtual cluster) → org.
 - **Request.** ``num_gpu`` whole GPUs. Jobs of up to ``gpus_per_node`` GPUs are one worker. Larger
   jobs are split into identical workers of k GPUs, k the largest divisor of num_gpu that fits on a
@@ -40,7 +43,7 @@ from gfs_opt.traces.csvio import (
 )
 
 JOB_FILE_COLUMNS = ["job_id", "user", "num_gpu", "submit_time", "duration", "job_type"]
-CLASS_OF_JOB_TYPE = {"strict": "HP", "best": "LP"}
+CLASS_OF_JOB_TYPE = {"strict": "HP", "soft": "HP", "best": "LP"}
 DEFAULT_POOL = "V100"
 DEFAULT_GPUS_PER_NODE = 8
 
@@ -66,19 +69,23 @@ def peak_demand(submit: np.ndarray, duration: np.ndarray, gpus: np.ndarray) -> i
 
 
 def load_chronus(csv: Path, *, nodes: int | None = None, gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
-                 pool: str = DEFAULT_POOL, name: str | None = None) -> Trace:
+                 pool: str = DEFAULT_POOL, name: str | None = None,
+                 soft_class: str = "HP") -> Trace:
     """Load a Chronus ``trace_job_*.csv`` onto a synthesised single-pool cluster."""
     csv = Path(csv)
     if gpus_per_node < 1:
         raise ValueError("gpus_per_node must be ≥ 1")
+    if soft_class not in ("HP", "LP"):
+        raise ValueError(f"soft_class must be 'HP' or 'LP', got {soft_class!r}")
+    class_of = {**CLASS_OF_JOB_TYPE, "soft": soft_class}
     raw = read_table(csv, JOB_FILE_COLUMNS, text=["user", "job_type"])
     job_id = numeric_column(raw, "job_id", csv, integer=True, minimum=0,
                             maximum=2**53).astype(np.int64)  # exact in float64, fits int64
     unique_column(pd.Series(job_id), csv, "job_id", "job_id")
     org = text_column(raw, "user", csv)
     jtype = text_column(raw, "job_type", csv)
-    fail_first(~jtype.isin(list(CLASS_OF_JOB_TYPE)).to_numpy(), csv, "job_type",
-               lambda p: f"unknown job_type {jtype.iloc[p]!r} (expected strict or best)")
+    fail_first(~jtype.isin(list(class_of)).to_numpy(), csv, "job_type",
+               lambda p: f"unknown job_type {jtype.iloc[p]!r} (expected strict, soft or best)")
     if "best_effort" in raw:
         best = numeric_column(raw, "best_effort", csv, integer=True, minimum=0)
         fail_first((best == 1) != (jtype == "best").to_numpy(), csv, "best_effort",
@@ -90,7 +97,7 @@ def load_chronus(csv: Path, *, nodes: int | None = None, gpus_per_node: int = DE
     duration = numeric_column(raw, "duration", csv, minimum=0)
 
     per_worker, workers = worker_split(num_gpu, gpus_per_node)
-    cls = jtype.map(CLASS_OF_JOB_TYPE).to_numpy()
+    cls = jtype.map(class_of).to_numpy()
     jobs = pd.DataFrame({
         "job_id": job_id,
         "name": job_id.astype(str),
@@ -106,6 +113,9 @@ def load_chronus(csv: Path, *, nodes: int | None = None, gpus_per_node: int = DE
         "resident": (cls == "HP") & (submit == 0),
     })[JOB_COLUMNS]
     notes: list[str] = []
+    n_soft = int((jtype == "soft").sum())
+    if n_soft:
+        notes.append(f"{n_soft:,} soft-SLO job(s) run as {soft_class} (job_type soft → {soft_class})")
     uses_gpu = num_gpu > 0
     if not uses_gpu.all():
         notes.append(f"dropped {int((~uses_gpu).sum()):,} CPU-only job(s) with num_gpu 0 "

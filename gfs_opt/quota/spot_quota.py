@@ -1,0 +1,168 @@
+"""The spot-quota loop (SQA) as one part that any policy can hold: GFS and the `+sqa` baselines.
+
+Every refresh (300 s): forecast HP demand per pool from the latest completed hour, turn it into a
+quota per guarantee class with the rule (`gfs_opt.quota.rule`), and — when ``adaptive`` — move η
+at most once per ``eta_every_s`` on the eviction rate of the last H hours. The `+sqa` baselines
+hold the same part with ``adaptive=False`` (η stays 1: the plain ρ-quantile), which is how the
+authors gave YARN-CS, Lyra and FGD the GFS quota.
+
+After the scored window the quota is lifted (``Params.quota_after_window`` keeps it) so the LP
+backlog drains, as in the authors' simulator; the forecaster then stops refitting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gfs_opt.forecast.provider import ForecastProvider
+from gfs_opt.model import ClusterState, Decision, Params, Round, SolveReport
+from gfs_opt.quota.admission import quota_wait
+from gfs_opt.quota.rule import rule_quotas, update_eta
+
+Quotas = dict[tuple[str, float], int]
+
+
+@dataclass(slots=True)
+class QuotaDiagnostics:
+    """What the quota did in one pool inside the scored window (to tell when it never mattered)."""
+
+    refreshes: int = 0           # quota refreshes inside the window
+    with_forecast: int = 0       # … at which the pool had a demand forecast
+    binding: int = 0             # … at which some class's quota was below C − HP in use
+    denials: int = 0             # LP starts the quota refused inside the window
+    eta_min_seen: float = float("inf")
+    eta_max_seen: float = float("-inf")
+
+
+class SpotQuota:
+    """Forecast → quota per (pool, class) → η feedback; see the module doc.
+
+    forecaster: a name for `gfs_opt.forecast.make_forecaster` ("prophet", "ets", …).
+    adaptive: η feedback on (GFS) or η fixed at 1 (the `+sqa` baselines, the static-η ablation).
+    eta_every_s: the feedback acts at most this often. The quota refreshes every 300 s but ER
+        looks back H hours; correcting at every refresh would compound one measurement up to 48
+        times.
+    """
+
+    def __init__(self, forecaster: str = "prophet", adaptive: bool = True,
+                 aggregation: str = "independent", eta_every_s: float = 3600.0) -> None:
+        self.forecaster = forecaster
+        self.adaptive = adaptive
+        self.aggregation = aggregation
+        self.eta_every_s = eta_every_s
+
+    def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
+        self.params = params
+        self.quotas: Quotas | None = None
+        self.lifted = False
+        self.last_eta_update = -float("inf")
+        self.diag = {p: QuotaDiagnostics() for p in state.pools}
+        self.provider = ForecastProvider(
+            self.forecaster, horizon_h=params.horizon_h, rho=params.rho,
+            aggregation=self.aggregation, refit_from=max(0.0, params.eval_start - 86_400.0),
+            **({"origin": origin} if origin is not None else {}))
+
+    # ---- clock hooks (forwarded by the policy) --------------------------------------------
+    def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:
+        # the maximum belongs to the hour that just ended
+        self.provider.observe(t - 3600.0, hp_usage)
+
+    def on_day(self, t: float) -> None:
+        if not self._after_window(t):
+            self.provider.refit(t)
+
+    # ---- the loop -------------------------------------------------------------------------
+    def _after_window(self, t: float) -> bool:
+        return not self.params.quota_after_window and t >= self.params.eval_end
+
+    def _in_window(self, t: float) -> bool:
+        return self.params.eval_start <= t < self.params.eval_end
+
+    def due(self, rnd: Round) -> bool:
+        return rnd.quota_due or self.quotas is None
+
+    def refresh(self, rnd: Round, decision: Decision) -> None:
+        """New quotas (and η) into ``decision``; after the window, an empty quota map (none)."""
+        if self._after_window(rnd.time):
+            if not self.lifted:
+                self.lifted = True
+                self.quotas = {}
+                decision.quotas = {}
+            return
+        eta: dict[str, float] = {}
+        feedback = self.adaptive and rnd.time - self.last_eta_update >= self.eta_every_s
+        if feedback:
+            self.last_eta_update = rnd.time
+        for pool in rnd.state.pools:
+            status = rnd.pool_status(pool)
+            if feedback:
+                wait = quota_wait(rnd, pool, self.quotas) if self.quotas else None
+                eta[pool] = update_eta(status, rnd.params, wait)
+            else:
+                eta[pool] = status.eta if self.adaptive else 1.0
+            status.has_hp_history = self.provider.has_history(pool)
+        rnd.forecasts = self.provider.pool_forecasts(rnd.time)
+        self.quotas = rule_quotas(rnd, eta)
+        if self._in_window(rnd.time):
+            self._note(rnd, eta)
+        decision.eta = eta
+        decision.quotas = dict(self.quotas)
+        decision.reports.append(SolveReport(step="quota", method="rule", status="heuristic",
+                                            objective=float(sum(self.quotas.values())) / 1000.0))
+
+    def _note(self, rnd: Round, eta: Mapping[str, float]) -> None:
+        st = rnd.state
+        assert self.quotas is not None
+        for pool, d in self.diag.items():
+            p = st.pool_index[pool]
+            d.refreshes += 1
+            d.with_forecast += int(pool in rnd.forecasts)
+            room = int(st.pool_capacity[p] - st.pool_hp[p])
+            q = min((v for (pp, _c), v in self.quotas.items() if pp == pool), default=room)
+            d.binding += int(q < room)
+            e = eta.get(pool, 1.0)
+            d.eta_min_seen, d.eta_max_seen = min(d.eta_min_seen, e), max(d.eta_max_seen, e)
+
+    def override(self, quotas: Mapping[tuple[str, float], int]) -> Quotas:
+        """Replace some quotas (e.g. by the admission MILP's); returns the quotas now in force."""
+        self.quotas = {**(self.quotas or {}), **quotas}
+        return dict(self.quotas)
+
+    def in_force(self) -> Quotas | None:
+        """The quotas an LP pass applies now (None: no quota)."""
+        return self.quotas or None
+
+    def count_denials(self, t: float, denied: Mapping[str, int]) -> None:
+        if denied and self._in_window(t):
+            for pool, n in denied.items():
+                self.diag[pool].denials += n
+
+    # ---- reporting ------------------------------------------------------------------------
+    def diagnostics(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"forecaster": self.forecaster, "adaptive": self.adaptive,
+                               "pools": {}}
+        for pool, d in self.diag.items():
+            row = asdict(d)
+            if d.refreshes == 0:
+                row["eta_min_seen"] = row["eta_max_seen"] = None
+            out["pools"][pool] = row
+        return out
+
+
+def quota_warnings(diagnostics: Mapping[str, Any], lp_jobs: Mapping[str, int]) -> list[str]:
+    """One line per pool where the quota had no say over LP jobs it was meant to govern."""
+    out: list[str] = []
+    for pool, d in diagnostics.get("pools", {}).items():
+        if lp_jobs.get(pool, 0) == 0 or d["refreshes"] == 0:
+            continue
+        if d["with_forecast"] == 0:
+            out.append(f"pool {pool}: no HP demand forecast existed during the scored window (the "
+                       "HP history before it is shorter than the forecaster needs, or there is "
+                       "none), so the spot quota was the whole pool")
+        elif d["denials"] == 0:
+            out.append(f"pool {pool}: the spot quota never held an LP job back in the scored "
+                       "window (the pool is not contended, e.g. a trace sized to its peak demand; "
+                       "--capacity-scale below 1 makes it contend)")
+    return out

@@ -1,0 +1,319 @@
+"""The spot-quota loop (GFS-SPEC §2.2): η on the safety margin, the η feedback without deadlock,
+the quota lifted after the scored window, the `+sqa` baselines, and what the quota reports."""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gfs_opt.model import (
+    ClusterState,
+    Decision,
+    Job,
+    JobClass,
+    Params,
+    PoolForecast,
+    PoolStatus,
+    Round,
+)
+from gfs_opt.policies import POLICIES, family, make_policy, options_for, settable_options
+from gfs_opt.policies.base import lp_pass
+from gfs_opt.quota.admission import quota_wait
+from gfs_opt.quota.rule import QUOTA_WAIT_S, demand_bound, free_of_hp, pool_quota, update_eta
+from gfs_opt.quota.spot_quota import quota_warnings
+from gfs_opt.sim.engine import SimConfig, Simulator
+from gfs_opt.sim.metrics import summarize
+from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
+
+HP, LP = JobClass.HP, JobClass.LP
+Z90 = NormalDist().inv_cdf(0.9)
+DAY = 86_400.0
+
+
+# ---- the rule: η scales the margin ----------------------------------------------------------------
+def test_eta_divides_the_safety_margin() -> None:
+    fc = PoolForecast(np.array([6.0, 6.0]), np.array([2.0, 2.0]))
+    np.testing.assert_allclose(demand_bound(fc, 0.9), 6 + Z90 * 2)
+    np.testing.assert_allclose(demand_bound(fc, 0.9, eta=4.0), 6 + Z90 * 0.5)
+    # C = 8: at η = 1 the ρ-quantile (8.56) fills the pool, so the quota is 0 …
+    assert pool_quota(fc, 8, 1.0, 1.0, Params()) == 0
+    # … and a larger η narrows the margin until GPUs are free again: 6 + 1.28·2/4 = 6.64 → F = 2.
+    # (η multiplying F, the earlier reading, would keep 0 whatever η does.)
+    assert pool_quota(fc, 8, 4.0, 1.0, Params()) == 2000
+    # a smaller η widens the margin
+    assert pool_quota(PoolForecast(np.array([2.0]), np.array([1.0])), 8, 0.5, 1.0, Params()) \
+        == (8 - math.floor(2 + Z90 * 2)) * 1000
+
+
+@settings(max_examples=200, deadline=None)
+@given(mu=st.floats(0, 100), sigma=st.floats(0, 50), cap=st.integers(1, 120),
+       e1=st.floats(0.1, 10), e2=st.floats(0.1, 10))
+def test_quota_grows_with_eta_and_stays_in_the_pool(mu: float, sigma: float, cap: int,
+                                                    e1: float, e2: float) -> None:
+    fc = PoolForecast(np.array([mu]), np.array([sigma]))
+    lo, hi = sorted((e1, e2))
+    q_lo = pool_quota(fc, cap, lo, 1.0, Params())
+    q_hi = pool_quota(fc, cap, hi, 1.0, Params())
+    assert 0 <= q_lo <= q_hi <= cap * 1000
+    assert free_of_hp(fc, cap, 0.9, hi)[0] == q_hi // 1000
+
+
+# ---- η feedback ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(("eta", "failed", "ok", "wait", "expected"), [
+    (1.0, 0, 0, None, 1.0),          # no window, nobody waits on the quota: unchanged
+    (1.0, 0, 0, 3601.0, 1.5),        # no window while a job waits on the quota: ER = 0, grow
+    (1.0, 0, 0, 1800.0, 1.0),        # … but only once it has waited over an hour
+    (1.0, 2, 8, None, 0.5),          # ER 0.2 ≥ 0.15: η·0.1/0.2
+    (1.0, 3, 17, None, 0.1 / 0.15),  # ER 0.15 (boundary)
+    (1.0, 1, 9, 9e9, 1.0),           # ER 0.1: between the thresholds
+    (1.0, 1, 24, 3601.0, 1.1),       # ER 0.04: η·(1.5 − 0.4)
+    (1.0, 1, 24, 3600.0, 1.0),       # a wait of exactly 1 h is not > 1 h
+    (1.0, 0, 10, None, 1.0),         # ER 0 but no job waits on the quota: no growth
+    (8.0, 0, 10, 7200.0, 10.0),      # 12 clamped to η_max = 10
+    (0.15, 10, 0, None, 0.1),        # ER 1: 0.015 clamped to η_min = 0.1
+])
+def test_update_eta_hand_numbers(eta: float, failed: int, ok: int, wait: float | None,
+                                 expected: float) -> None:
+    status = PoolStatus(eta=eta, recent_failed=failed, recent_succeeded=ok)
+    assert update_eta(status, Params(), wait) == pytest.approx(expected)
+    assert status.eta == eta                      # a pure function of its inputs
+
+
+@settings(max_examples=300, deadline=None)
+@given(eta=st.floats(0.1, 10), failed=st.integers(0, 50), ok=st.integers(0, 50),
+       wait=st.one_of(st.none(), st.floats(0, 1e6)), lo=st.floats(0.05, 1), hi=st.floats(1, 20),
+       static=st.booleans())
+def test_eta_stays_within_its_bounds(eta: float, failed: int, ok: int, wait: float | None,
+                                     lo: float, hi: float, static: bool) -> None:
+    p = Params(eta_min=lo, eta_max=hi, eta_static=static)
+    eta = min(hi, max(lo, eta))
+    new = update_eta(PoolStatus(eta=eta, recent_failed=failed, recent_succeeded=ok), p, wait)
+    assert lo <= new <= hi
+    if static:
+        assert new == eta
+
+
+@settings(max_examples=100, deadline=None)
+@given(start=st.floats(0.1, 10), lo=st.floats(0.05, 1), hi=st.floats(1.5, 20))
+def test_eta_recovers_from_any_value_while_lp_waits_on_the_quota(start: float, lo: float,
+                                                                 hi: float) -> None:
+    """The deadlock: η low, no LP job runs, so no window ends. Each hour counts as ER = 0 while
+    a job waits on the quota, so η climbs to η_max in ⌈log(η_max/η)/log 1.5⌉ hours."""
+    p = Params(eta_min=lo, eta_max=hi)
+    eta = min(hi, max(lo, start))
+    hours = 0
+    while eta < hi:
+        eta = update_eta(PoolStatus(eta=eta), p, 2 * QUOTA_WAIT_S)
+        hours += 1
+        assert hours <= math.ceil(math.log(hi / lo) / math.log(1.5)) + 1
+    assert eta == hi
+
+
+def test_eta_shrinks_under_evictions_then_regrows() -> None:
+    p, eta = Params(), 1.0
+    eta = update_eta(PoolStatus(eta=eta, recent_failed=5, recent_succeeded=5), p, 1e4)
+    assert eta == pytest.approx(0.2)
+    for _ in range(3):
+        eta = update_eta(PoolStatus(eta=eta), p, 1e4)
+    assert eta == pytest.approx(0.2 * 1.5 ** 3)
+
+
+# ---- who waits on the quota ---------------------------------------------------------------------
+def cluster(*sizes: int) -> ClusterState:
+    return ClusterState.from_nodes(("A100", g, f"n{i}") for i, g in enumerate(sizes))
+
+
+def lp_job(jid: int, g: int, w: int = 1, submit: float = 0.0) -> Job:
+    return Job(jid, "org", "A100", LP, g, w, submit, 10_000.0)
+
+
+def pending_round(jobs: list[Job], time: float = 10_000.0, sizes: tuple[int, ...] = (8,),
+                  queued: dict[int, float] | None = None) -> Round:
+    return Round(time=time, state=cluster(*sizes), jobs={j.id: j for j in jobs}, running={},
+                 pending_hp=[], pending_lp=[j.id for j in jobs],
+                 queued_since=queued or {j.id: j.submit for j in jobs}, params=Params())
+
+
+def test_quota_wait_counts_only_jobs_the_quota_alone_holds_back() -> None:
+    quotas = {("A100", 1.0): 2000}
+    fits_but_quota = lp_job(1, 4000, submit=1000.0)        # 4 GPUs fit on the 8-GPU node
+    never_fits = lp_job(2, 8000, w=2, submit=0.0)          # 16 GPUs: no quota can help
+    allowed = lp_job(3, 1000, submit=500.0)                # within the quota
+    rnd = pending_round([fits_but_quota, never_fits, allowed])
+    assert quota_wait(rnd, "A100", quotas) == pytest.approx(9000.0)
+    assert quota_wait(pending_round([never_fits, allowed]), "A100", quotas) is None
+    # the wait runs from the last (re)queue, not from the submit
+    rnd = pending_round([fits_but_quota], queued={1: 9000.0})
+    assert quota_wait(rnd, "A100", quotas) == pytest.approx(1000.0)
+
+
+def test_fifo_head_refused_by_the_quota_blocks_only_until_its_timeout() -> None:
+    """The bug: a head of line refused by the quota blocked the FIFO forever (one 800-GPU gang
+    held YARN-CS+quota's LP queue for 19 days); it must hold the line no longer than a head
+    that does not fit."""
+    quotas = {("A100", 1.0): 2000}
+    big, small = lp_job(1, 4000, submit=0.0), lp_job(2, 1000, submit=10.0)
+    for waited, placed in ((600.0, []), (7200.0, [2])):
+        rnd = pending_round([big, small], time=waited)
+        d = Decision()
+        rnd.state.begin()
+        lp_pass(rnd, d, quotas=quotas, fifo=True, head_of_line=True, hol_timeout_s=3600.0)
+        rnd.state.rollback()
+        rnd.state.commit()
+        assert list(d.placements) == placed, waited
+
+
+# ---- simulations with a forecast we control ----------------------------------------------------
+class FixedForecast:
+    """ForecastProvider stand-in: a constant per-pool μ and σ once any HP usage was seen."""
+
+    def __init__(self, mean: float, std: float, horizon_h: int = 4) -> None:
+        self.mean, self.std, self.h = mean, std, horizon_h
+        self.seen: set[str] = set()
+
+    def observe(self, t: float, usage: dict[tuple[str, str], float]) -> None:
+        self.seen |= {pool for (pool, _org), v in usage.items() if v > 0}
+
+    def refit(self, t: float) -> bool:
+        return True
+
+    def has_history(self, pool: str) -> bool:
+        return pool in self.seen
+
+    def pool_forecasts(self, t: float) -> dict[str, PoolForecast]:
+        return {p: PoolForecast(np.full(self.h, self.mean), np.full(self.h, self.std))
+                for p in self.seen}
+
+
+def make_trace(lp_submits: list[float], hp_gpus: int = 3, horizon_s: float = 3 * DAY) -> Trace:
+    """One 8-GPU node; an HP resident holding ``hp_gpus`` all along; 1-GPU LP jobs of 30 min."""
+    nodes = pd.DataFrame({"node_name": ["n0"], "pool": ["A100"], "gpus": [8], "cpus": [0.0]})
+    rows = [(0, "hp", "t", "A100", "HP", hp_gpus * 1000, 1, 0.0, horizon_s, 0.0, 1.0, True)]
+    for i, s in enumerate(lp_submits, start=1):
+        rows.append((i, f"lp{i}", "t", "A100", "LP", 1000, 1, s, 1800.0, 0.0, 1.0, False))
+    jobs = pd.DataFrame(rows, columns=JOB_COLUMNS)
+    return Trace(nodes[NODE_COLUMNS], jobs, name="fixed")
+
+
+def simulate(policy_name: str, forecast: FixedForecast, params: Params, window: tuple[float, float],
+             start_eta: float | None = None) -> Simulator:
+    trace = make_trace([window[0] + 600.0 * k for k in range(6)])
+    policy = make_policy(policy_name, forecaster="ets")
+    sim = Simulator(trace, policy, params, SimConfig(eval_start=window[0], eval_end=window[1],
+                                                     drain_s=DAY, check_invariants=True))
+    assert policy.spot is not None
+    policy.spot.provider = forecast
+    if start_eta is not None:
+        sim.pool_status["A100"].eta = start_eta
+    sim.run()
+    return sim
+
+
+def test_eta_climbs_out_of_a_quota_of_zero() -> None:
+    """μ = 3, σ = 4 on 8 GPUs: at η = 1 the quota is 8 − ⌊3 + 1.28·4⌋ = 0 and no LP job can
+    start, so no guarantee window ever ends. The old feedback skipped hours without windows and
+    stayed stuck; now η grows while the jobs wait on the quota and they all start in the window."""
+    sim = simulate("gfs", FixedForecast(3.0, 4.0), Params(), (DAY, 2 * DAY))
+    jobs = sim.recorder.jobs
+    lp = jobs[jobs["cls"] == "LP"]
+    assert lp["first_start"].notna().all()
+    assert (lp["first_start"] < 2 * DAY).all()                 # inside the window, not the drain
+    assert sim.pool_status["A100"].eta >= 1.5                 # one growth step: F = 8 − 6 = 2
+
+
+def test_static_eta_keeps_the_quota_at_zero_until_it_is_lifted() -> None:
+    """The same forecast under `yarn-cs+sqa` (η fixed at 1): nothing starts in the window; the
+    quota lifts at the window's end and the backlog drains (the default)."""
+    window = (DAY, 2 * DAY)
+    sim = simulate("yarn-cs+sqa", FixedForecast(3.0, 4.0), Params(), window)
+    lp = sim.recorder.jobs[sim.recorder.jobs["cls"] == "LP"]
+    assert (lp["first_start"] >= window[1]).all() and lp["first_start"].notna().all()
+    s = summarize(sim.recorder)
+    assert s["lp_never_started"] == 0
+    assert s["lp_jqt_started_mean"] == pytest.approx(s["lp_jqt_mean"])
+
+
+def test_quota_kept_after_the_window_leaves_jobs_never_started_and_says_so() -> None:
+    window = (DAY, 2 * DAY)
+    sim = simulate("yarn-cs+sqa", FixedForecast(3.0, 4.0), Params(quota_after_window=True), window)
+    s = summarize(sim.recorder)
+    assert s["lp_never_started"] == 6
+    assert math.isnan(s["lp_jqt_started_mean"])
+    # a never-started job counts its wait up to the end of the replay: a lower bound
+    assert s["lp_jqt_mean"] >= window[1] + DAY - window[0] - 3600.0
+
+
+def test_quota_diagnostics_and_warnings() -> None:
+    window = (DAY, 2 * DAY)
+    held = simulate("gfs", FixedForecast(3.0, 4.0), Params(), window).policy.diagnostics()
+    pools = held["quota"]["pools"]["A100"]
+    assert pools["refreshes"] == 288 and pools["with_forecast"] == 288
+    assert pools["denials"] > 0 and pools["binding"] > 0
+    assert quota_warnings(held["quota"], {"A100": 6}) == []
+    free = simulate("gfs", FixedForecast(0.0, 0.0), Params(), window).policy.diagnostics()
+    assert free["quota"]["pools"]["A100"]["denials"] == 0
+    (w,) = quota_warnings(free["quota"], {"A100": 6})
+    assert "never held an LP job back" in w and "--capacity-scale" in w
+    none = {"pools": {"A100": {**pools, "with_forecast": 0}}}
+    assert "no HP demand forecast" in quota_warnings(none, {"A100": 6})[0]
+    assert quota_warnings(none, {"A100": 0}) == []            # no LP job to govern
+
+
+# ---- the +sqa baselines ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["yarn-cs+sqa", "lyra+sqa", "fgd+sqa"])
+def test_sqa_baselines_share_the_quota_with_a_static_eta(name: str) -> None:
+    pol = make_policy(name)
+    assert name in POLICIES and family(name) == "sqa"
+    assert pol.spot is not None and pol.spot.adaptive is False
+    assert pol.options()["quota"] == "sqa"
+    assert options_for(name, {"forecaster": "ets"}) == {"forecaster": "ets"}
+    base = name.removesuffix("+sqa")
+    assert family(base) == "none" and make_policy(base).spot is None
+    assert "forecaster" not in settable_options(base)       # nothing to forecast for
+    assert family("gfs") == family("gfs-milp") == "gfs"
+
+
+def test_chronus_has_no_quota_variant() -> None:
+    assert "chronus+sqa" not in POLICIES
+    assert make_policy("chronus").spot is None
+
+
+# ---- capacity and time scaling ----------------------------------------------------------------------
+def scaling_trace() -> Trace:
+    nodes = pd.DataFrame({"node_name": [f"a{i}" for i in range(6)] + ["b0", "b1"],
+                          "pool": ["A"] * 6 + ["B"] * 2, "gpus": [8, 8, 8, 8, 1, 1, 4, 4],
+                          "cpus": 0.0})
+    jobs = pd.DataFrame([(1, "j", "o", "A", "HP", 1000, 1, 10.0, 100.0, 0.0, 1.0, False)],
+                        columns=JOB_COLUMNS)
+    return Trace(nodes, jobs)
+
+
+def test_scale_capacity_keeps_the_node_mix_and_is_deterministic() -> None:
+    tr = scaling_trace()
+    half = tr.scale_capacity(0.5)
+    counts = half.nodes.groupby("pool").size().to_dict()
+    assert counts == {"A": 3, "B": 1}
+    assert sorted(half.nodes.loc[half.nodes["pool"] == "A", "gpus"]) == [1, 8, 8]
+    assert half.nodes.equals(tr.scale_capacity(0.5).nodes)
+    assert tr.scale_capacity(0.01).nodes.groupby("pool").size().to_dict() == {"A": 1, "B": 1}
+    double = tr.scale_capacity(2.0)
+    assert len(double.nodes) == 16 and double.nodes["node_name"].is_unique
+    assert int(double.nodes["gpus"].sum()) == 2 * int(tr.nodes["gpus"].sum())
+    assert "capacity scaled ×2" in double.notes[-1]
+    assert tr.scale_capacity(1.0) is tr
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="capacity scale"):
+            tr.scale_capacity(bad)
+
+
+def test_stretch_time() -> None:
+    tr = scaling_trace().stretch_time(24.0)
+    assert tr.jobs["submit"].iloc[0] == 240.0 and tr.jobs["duration"].iloc[0] == 2400.0
+    with pytest.raises(ValueError, match="time scale"):
+        scaling_trace().stretch_time(0.0)
