@@ -18,6 +18,7 @@ from gfs_opt.errors import GfsError
 # Order here is the order of `gfs-opt --help`.
 COMMAND_MODULES = [
     "gfs_opt.commands.trace_cmd",
+    "gfs_opt.commands.data_cmd",
     "gfs_opt.commands.instance_cmd",
     "gfs_opt.commands.solve_cmd",
     "gfs_opt.commands.sim_cmd",
@@ -53,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt as exc:   # a handler may say what was saved and how to go on
-        print(f"gfs-opt: {exc or 'interrupted'}", file=sys.stderr)
+        print(f"gfs-opt: {str(exc) or f'{args.command} interrupted'}", file=sys.stderr)
         return 130
 
 

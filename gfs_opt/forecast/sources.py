@@ -43,7 +43,7 @@ def drop_trailing_collapse(wide: pd.DataFrame, ratio: float = 0.1) -> pd.DataFra
 def load_alibaba_hourly(path: Path | None = None) -> pd.DataFrame:
     path = path or alibaba_hourly_path()
     if not path.exists():
-        raise InputError(path, "not found (set $GFS_DATA_DIR to the shared data folder)")
+        raise InputError(path, "not found (shipped in gfs_opt/data: reinstall gfs-opt)")
     try:
         wide = pd.read_csv(path)
     except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
