@@ -10,11 +10,9 @@ import pytest
 from tiny_trace import write_tiny_trace
 
 from gfs_opt.cli import main
-from gfs_opt.paths import data_dir
+from gfs_opt.paths import ref_toy_dir
 
-REF_TOY = data_dir() / "ref-toy"
-needs_ref_toy = pytest.mark.skipif(not (REF_TOY / "job_info_df.csv").exists(),
-                                   reason=f"reference toy trace not found at {REF_TOY}")
+REF_TOY = ref_toy_dir()   # shipped as package data
 
 
 @pytest.fixture
@@ -38,7 +36,6 @@ def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
         assert f in lines[0], (f, lines[0])
 
 
-@needs_ref_toy
 def test_simulate_ref_toy_window(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "simulate", "--trace", str(REF_TOY), "--policy", "yarn-cs",
                              "--window", "2024-03-11", "2024-03-13", "--no-progress")
