@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from gfs_opt import __version__
+from gfs_opt.commands.args import OneLineParser
 from gfs_opt.errors import GfsError
 
 # Order here is the order of `gfs-opt --help`.
@@ -29,7 +30,7 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gfs-opt",
         description="Preemption-aware GPU-cluster scheduling with predictive spot quotas (GFS).")
     parser.add_argument("--version", action="version", version=f"gfs-opt {__version__}")
@@ -42,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help, --version, or a bad flag (already reported in one line)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(args.handler(args) or 0)
     except GfsError as exc:

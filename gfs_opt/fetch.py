@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gfs_opt.errors import GfsError
+from gfs_opt.fileio import file_mode
 from gfs_opt.paths import alibaba_dir
 
 CHUNK = 1 << 16
@@ -120,9 +121,9 @@ def _copy_companions(ds: Dataset, dest: Path, notes: list[str]) -> None:
                 notes.append(f"kept the existing {target}, which differs from the shipped {src.name}")
             continue
         fd, tmp = tempfile.mkstemp(dir=dest, prefix=f".{src.name}.")
+        os.fchmod(fd, file_mode())   # not mkstemp's private 0600
         os.close(fd)
         shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o644)
         os.replace(tmp, target)
         notes.append(f"copied the shipped {src.name} to {target}")
 
@@ -168,7 +169,7 @@ def fetch(name: str, dest: Path, *, url: str | None = None, sha256: str | None =
         part.unlink(missing_ok=True)
         raise GfsError(f"{url}: sha256 mismatch (expected {expected}, found {found}); the "
                        f"download was deleted")
-    os.chmod(part, 0o644)
+    os.chmod(part, file_mode())
     os.replace(part, final)
     _copy_companions(ds, dest, notes)
     return FetchResult(final, received, offset, False, notes)

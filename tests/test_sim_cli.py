@@ -85,8 +85,8 @@ def test_simulate_window_in_seconds_matches_dates(tiny_trace: Path,
     (["--window", "2024-03-01", "2024-03-01"], ["is not after its start"]),
     (["--window", "yesterday-ish", "2024-03-02"], ["window start 'yesterday-ish': expected a date"]),
     (["--pools", "H800"], ["unknown pool(s) ['H800']", "A100"]),
-    (["--lp-load", "-1"], ["--lp-load must be ≥ 0"]),
-    (["--rho", "1.5"], ["--rho must be in (0, 1)"]),
+    (["--lp-load", "-1"], ["argument --lp-load: -1 is out of range (must be [0, 100])"]),
+    (["--rho", "1.5"], ["argument --rho: 1.5 is out of range (must be (0, 1))"]),
 ])
 def test_simulate_bad_inputs(tiny_trace: Path, capsys: pytest.CaptureFixture[str],
                              extra: list[str], fragments: list[str]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +21,13 @@ TABLE_COLUMNS = {
 
 
 def compare(base: RunSpec, policies: Sequence[str], loads: dict[str, float],
-            progress: bool = False) -> dict[str, dict[str, RunOutput]]:
-    """Run every policy at every load on identical traces; results[load][policy]."""
+            progress: bool = False,
+            on_result: Callable[[str, str, RunOutput], None] | None = None,
+            ) -> dict[str, dict[str, RunOutput]]:
+    """Run every policy at every load on identical traces; results[load][policy].
+
+    ``on_result(load, policy, output)`` is called as each run finishes (e.g. to save it, so that
+    an interrupted comparison keeps its finished runs)."""
     results: dict[str, dict[str, RunOutput]] = {}
     for load_name, factor in loads.items():
         spec_l = replace(base, lp_load=factor)
@@ -32,6 +37,8 @@ def compare(base: RunSpec, policies: Sequence[str], loads: dict[str, float],
             spec = replace(spec_l, policy=pol, policy_options=_options_for(pol, base.policy_options))
             results[load_name][pol] = run(spec, progress=progress, trace=prepared,
                                           desc=f"{pol} @ {load_name}")
+            if on_result is not None:
+                on_result(load_name, pol, results[load_name][pol])
     return results
 
 
