@@ -143,3 +143,9 @@ class LazyHelp(str):
 
     def __mod__(self, params: object) -> str:   # argparse fills %(default)s etc. with `%`
         return self._make().replace("%", "%%") % params  # type: ignore[attr-defined]
+
+
+def policy_names() -> str:
+    from gfs_opt.policies import POLICIES
+
+    return ", ".join(POLICIES)

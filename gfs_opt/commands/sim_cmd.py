@@ -11,12 +11,6 @@ from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
 
 
-def _policy_names() -> str:
-    from gfs_opt.policies import POLICIES
-
-    return ", ".join(POLICIES)
-
-
 def _setup_names() -> str:
     from gfs_opt.experiments.setups import SETUPS
 
@@ -49,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder with node_info_df.csv + job_info_df.csv, a trace file, or a "
                         "built-in name (small, paper-a100, synthetic, ref-toy)")
     s.add_argument("--policy", default="gfs",
-                   help=cargs.LazyHelp(lambda: f"one of: {_policy_names()} (default gfs)"))
+                   help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs)"))
     s.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,
                    help="scored window: dates (END exclusive) or seconds since the trace origin")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -58,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     c = sub.add_parser("compare", help="run several policies on the same trace and tabulate")
     c.add_argument("--policies", default="gfs,yarn-cs,chronus,lyra,fgd",
-                   help=cargs.LazyHelp(lambda: "comma-separated, from: " + _policy_names()
+                   help=cargs.LazyHelp(lambda: "comma-separated, from: " + cargs.policy_names()
                                        + " (default gfs,yarn-cs,chronus,lyra,fgd)"))
     c.add_argument("--setup", default=None,
                    help=cargs.LazyHelp(lambda: "a named setup (default small): " + _setup_names()))

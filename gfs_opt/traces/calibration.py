@@ -76,6 +76,19 @@ def _log10(x: float):
     return f"±{x:g} log10", lambda t, a: a > 0 and t > 0 and abs(math.log10(a / t)) <= x
 
 
+def on_calibrated_cluster(trace: object, targets_path: Path | str | None = None) -> bool:
+    """True when ``trace`` runs on the cluster the targets describe (the real v2026 node table:
+    the real job file, or a full-scale synthetic trace); scaled or other traces are not scored."""
+    path = Path(targets_path) if targets_path is not None else calibration_targets_path()
+    try:
+        nodes_t = json.loads(path.read_text()).get("nodes", {})
+    except (OSError, json.JSONDecodeError):
+        return False
+    nodes = trace.nodes  # type: ignore[attr-defined]
+    by_pool = {str(k): int(v) for k, v in nodes.groupby("pool")["gpus"].sum().items()}
+    return len(nodes) == nodes_t.get("count") and by_pool == nodes_t.get("by_model_gpus")
+
+
 def calibration_report(stats: dict, targets_path: Path | str | None = None,
                        scale: float = 1.0) -> list[Row]:
     """One row per check: {name, target, actual, tolerance, ok}; [] when there are no targets."""
