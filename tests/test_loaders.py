@@ -405,7 +405,7 @@ def test_random_job_frames_round_trip(rows, int_names: bool) -> None:
         nodes_raw.to_csv(folder / "node_info_df.csv", index=False)
         jobs_raw.to_csv(folder / "job_info_df.csv", index=False)
         if not kept:   # a file with no GPU job is an input error that names the file
-            with pytest.raises(InputError, match="job_info_df.csv: (no jobs|every job is CPU-only)"):
+            with pytest.raises(InputError, match=r"job_info_df\.csv: (no jobs|every job is CPU-only)"):
                 load_alibaba(folder, name="alibaba")
             return
         again = load_alibaba(folder, name="alibaba")

@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="quantile scored, in (0, 1) (default 0.9)")
     b.add_argument("--weeks", type=cargs.number(0, 520, lo_open=True), default=8,
                    help="evaluation weeks at the end (default 8)")
-    b.add_argument("--refit", default="daily", help="'daily', 'hourly' or hours between refits")
+    b.add_argument("--refit", type=_refit, default="daily",
+                   help="'daily', 'hourly' or hours between refits")
     b.add_argument("--series", default=None, help="comma-separated series to keep (default all)")
     b.add_argument("--max-series", type=cargs.number(1, integer=True), default=None,
                    help="keep only the N series with the largest mean demand")
@@ -51,6 +52,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=cargs.seed, default=0)
     s.add_argument("--out", type=Path, required=True, help="CSV file to write")
     s.set_defaults(handler=_series)
+
+
+def _refit(text: str) -> str:
+    from gfs_opt.errors import GfsError
+    from gfs_opt.forecast.backtest import refit_hours
+
+    try:
+        refit_hours(text)
+    except GfsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _column_flags(p: argparse.ArgumentParser) -> None:
