@@ -99,6 +99,9 @@ def _wide(df: pd.DataFrame, path: Path, tcol: str) -> pd.DataFrame:
     for col in df.columns:
         if col == tcol:
             continue
+        if df[col].notna().any() and pd.to_numeric(df[col], errors="coerce").isna().all():
+            raise InputError(path, f"column {col!r} holds no number, so this is not a wide CSV "
+                                   f"(one numeric column per series); accepted: {ACCEPTED}")
         y = numeric_column(df, col, path)
         parts.append(pd.DataFrame({"ds": ds.to_numpy(), "series": str(col), "y": y}))
     return pd.concat(parts, ignore_index=True).sort_values(
