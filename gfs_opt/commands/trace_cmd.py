@@ -69,7 +69,7 @@ def _synth(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     from gfs_opt.fileio import json_safe
-    from gfs_opt.traces.calibration import on_calibrated_cluster
+    from gfs_opt.traces.calibration import calibration_scale
     from gfs_opt.traces.load import load_trace
     from gfs_opt.traces.stats import calibration_report, format_report, trace_stats
 
@@ -77,12 +77,13 @@ def _stats(args: argparse.Namespace) -> int:
     stats = trace_stats(trace)
     if args.targets is not None and not args.targets.is_file():
         raise GfsError(f"--targets {args.targets}: no such file")
-    scored = args.targets is not None or on_calibrated_cluster(trace)
-    report = calibration_report(stats, args.targets) if scored else []
+    scale = calibration_scale(trace)
+    scored = args.targets is not None or scale is not None
+    report = calibration_report(stats, args.targets, scale=scale or 1.0) if scored else []
     note = None if scored else (
         f"not scored: the calibration targets describe the Alibaba v2026 trace on its "
-        f"4,278-node cluster, and {trace.name} runs on another cluster (--targets FILE scores "
-        f"it against other targets)")
+        f"4,278-node cluster (or a stratified sample of it, as `trace synth --scale` writes), "
+        f"and {trace.name} runs on another cluster (--targets FILE scores it anyway)")
     if args.json:
         doc = {"stats": stats, "calibration": report}
         if note:

@@ -70,7 +70,7 @@ def load_series_file(path: Path, time_col: str | None = None, series_col: str | 
             raise InputError(path, f"{flag} {c!r}: no such column (columns: {', '.join(map(str, cols))})")
     if set(long_cols) <= set(cols):
         return _long(df, path, *long_cols)
-    if series_col is not None or value_col is not None:
+    if series_col is not None or value_col is not None or set(long_cols[:2]) <= set(cols):
         missing = [c for c in long_cols if c not in cols]
         raise InputError(path, f"long layout lacks column(s) {missing}; accepted: {ACCEPTED}")
     tcol = time_col or next((c for c in TIME_NAMES if c in cols), None)

@@ -28,10 +28,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 from gfs_opt.errors import GfsError
-from gfs_opt.paths import calibration_targets_path
+from gfs_opt.paths import alibaba_dir, calibration_targets_path
 
 NODE_SLACK_GPUS = 8
 Row = dict
@@ -76,17 +77,34 @@ def _log10(x: float):
     return f"±{x:g} log10", lambda t, a: a > 0 and t > 0 and abs(math.log10(a / t)) <= x
 
 
-def on_calibrated_cluster(trace: object, targets_path: Path | str | None = None) -> bool:
-    """True when ``trace`` runs on the cluster the targets describe (the real v2026 node table:
-    the real job file, or a full-scale synthetic trace); scaled or other traces are not scored."""
-    path = Path(targets_path) if targets_path is not None else calibration_targets_path()
-    try:
-        nodes_t = json.loads(path.read_text()).get("nodes", {})
-    except (OSError, json.JSONDecodeError):
-        return False
+@lru_cache(maxsize=1)
+def _real_nodes() -> dict[str, tuple[str, int]]:
+    """node_name → (gpu model, GPUs) of the real v2026 node file (shipped)."""
+    import pandas as pd
+
+    nodes = pd.read_csv(alibaba_dir() / "node_info_df.csv")
+    return {str(n): (str(m), int(g)) for n, m, g in
+            zip(nodes["node_name"], nodes["gpu_model"], nodes["gpu_capacity_num"], strict=True)}
+
+
+def calibration_scale(trace: object) -> float | None:
+    """The scale at which ``trace`` can be scored against the targets, or None.
+
+    The targets describe the real v2026 trace on its whole cluster, so only traces on that
+    cluster are comparable: the real job file or a full-scale synthetic trace (scale 1), or a
+    synthetic trace on a stratified sample of its nodes with every GPU model present (`trace
+    synth --scale s`: scale = share of the nodes kept). Other clusters (subsets of the GPU models
+    such as `small` or `paper-a100`, other traces) are not scored.
+    """
+    real = _real_nodes()
     nodes = trace.nodes  # type: ignore[attr-defined]
-    by_pool = {str(k): int(v) for k, v in nodes.groupby("pool")["gpus"].sum().items()}
-    return len(nodes) == nodes_t.get("count") and by_pool == nodes_t.get("by_model_gpus")
+    mine = {str(n): (str(p), int(g)) for n, p, g in
+            zip(nodes["node_name"], nodes["pool"], nodes["gpus"], strict=True)}
+    if not mine or any(real.get(n) != v for n, v in mine.items()):
+        return None
+    if {m for m, _ in mine.values()} != {m for m, _ in real.values()}:
+        return None
+    return len(mine) / len(real)
 
 
 def calibration_report(stats: dict, targets_path: Path | str | None = None,
