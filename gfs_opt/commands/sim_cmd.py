@@ -145,6 +145,9 @@ def format_summary(s: dict) -> str:
         f"  unfinished at end     {s['hp_unfinished']} HP, {s['lp_unfinished']} LP",
         f"  wall {s['wall_s']:.1f} s, {s['events']:,} events ({s['events_per_s']:,.0f}/s)",
     ]
+    if s.get("never_placeable_hp") or s.get("never_placeable_lp"):
+        lines.insert(-1, f"  never placeable       {s.get('never_placeable_hp', 0)} HP, "
+                         f"{s.get('never_placeable_lp', 0)} LP (gang larger than its pool)")
     return "\n".join(lines)
 
 
