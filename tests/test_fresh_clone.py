@@ -9,12 +9,14 @@ forecaster; the data-dependent test modules); ``-m slow`` runs the main job exac
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_readme import main_job
 
 REPO = Path(__file__).resolve().parent.parent
 DATA_TESTS = ["tests/test_loaders.py", "tests/test_forecast_series.py", "tests/test_stats.py",
@@ -54,12 +56,15 @@ def test_the_copy_imports_its_own_package(clone: Path) -> None:
 
 
 def _main_job(clone: Path, extra: list[str]) -> None:
-    res = _run(clone, ["-m", "gfs_opt.cli", "compare", "--setup", "small", "--out",
-                       "results/small", *extra], 900)
+    argv = shlex.split(main_job())[1:]          # read from the README: `gfs-opt compare …`
+    res = _run(clone, ["-m", "gfs_opt.cli", *argv, *extra], 900)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert (clone / "results" / "small" / "compare.csv").is_file()
-    for policy in ("gfs", "yarn-cs", "chronus", "lyra", "fgd"):
-        assert f" {policy} " in f" {res.stdout} "
+    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
+    assert out is None or (clone / out / "compare.csv").is_file()
+    policies = (argv[argv.index("--policies") + 1].split(",") if "--policies" in argv
+                else ["gfs", "yarn-cs", "chronus", "lyra", "fgd"])
+    for policy in policies:                      # one table row per policy
+        assert f" {policy} " in f" {res.stdout} ", (policy, res.stdout)
 
 
 def test_main_job_quick_variant_without_data_folder(clone: Path) -> None:
