@@ -36,7 +36,12 @@ def test_notebooks_match_their_builder_and_have_no_outputs() -> None:
                 assert cell.outputs == [] and cell.execution_count is None, name
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+# the two slowest notebooks (≈ 25 s of CPU each even in quick mode) run with -m slow
+SLOW_NOTEBOOKS = {"03_spot_quota.ipynb", "05_reproduce_paper.ipynb"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW_NOTEBOOKS
+                                               else []) for n in NOTEBOOKS])
 def test_notebook_runs(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GFS_NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")

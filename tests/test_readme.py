@@ -52,7 +52,7 @@ QUICK: list[Rule] = [
     Rule(r"^gfs-opt trace stats synthetic", r"stats synthetic", "stats small",
          "the full-scale synthetic trace takes ~30 s to generate; `small` is the same generator"),
     Rule(r"^gfs-opt (simulate|compare) .*(paper-a100)", r"$",
-         " --window 2024-08-01 2024-08-02 --replay-from 2024-07-31",
+         " --window 2024-08-01 2024-08-02 --replay-from 2024-08-01",
          "paper-a100 scores a month after four weeks of warm-up; one day keeps the code path"),
     Rule(r"^gfs-opt instance dump .*--setup paper-a100", r"--setup paper-a100", "--setup small",
          "paper-a100 replays four weeks of warm-up before its first scored round"),
