@@ -27,13 +27,12 @@ def rss_mb() -> float:
 
 def one(setup: str, policy: str, forecaster: str | None, load: float) -> dict:
     from gfs_opt.experiments.runner import RunSpec, prepare_trace, run
-    from gfs_opt.paths import data_dir
 
     kw = {"policy": policy, "lp_load": load}
     if forecaster and policy.startswith("gfs"):
         kw["policy_options"] = {"forecaster": forecaster}
     if setup == "toy":
-        spec = RunSpec(trace=str(data_dir() / "ref-toy"), window=("2024-03-11", "2024-03-13"), **kw)
+        spec = RunSpec(trace="ref-toy", window=("2024-03-11", "2024-03-13"), **kw)
     else:
         spec = RunSpec.from_setup(setup, **kw)
     t0 = time.perf_counter()

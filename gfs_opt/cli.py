@@ -13,11 +13,13 @@ import sys
 from collections.abc import Sequence
 
 from gfs_opt import __version__
+from gfs_opt.commands.args import OneLineParser
 from gfs_opt.errors import GfsError
 
 # Order here is the order of `gfs-opt --help`.
 COMMAND_MODULES = [
     "gfs_opt.commands.trace_cmd",
+    "gfs_opt.commands.data_cmd",
     "gfs_opt.commands.instance_cmd",
     "gfs_opt.commands.solve_cmd",
     "gfs_opt.commands.sim_cmd",
@@ -28,7 +30,7 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gfs-opt",
         description="Preemption-aware GPU-cluster scheduling with predictive spot quotas (GFS).")
     parser.add_argument("--version", action="version", version=f"gfs-opt {__version__}")
@@ -41,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help, --version, or a bad flag (already reported in one line)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(args.handler(args) or 0)
     except GfsError as exc:
@@ -53,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt as exc:   # a handler may say what was saved and how to go on
-        print(f"gfs-opt: {exc or 'interrupted'}", file=sys.stderr)
+        print(f"gfs-opt: {str(exc) or f'{args.command} interrupted'}", file=sys.stderr)
         return 130
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from gfs_opt.errors import InputError
+from gfs_opt.fileio import file_mode
 from gfs_opt.instance_check import check_instance
 from gfs_opt.instance_schema import FORMAT, VERSION, InstanceFile, format_errors
 from gfs_opt.model import MILLI, Round
@@ -316,6 +317,7 @@ def save_round(rnd: Round, path: str | os.PathLike[str], meta: Mapping[str, Any]
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.fchmod(fd, file_mode())   # not mkstemp's private 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)

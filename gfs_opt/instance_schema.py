@@ -23,7 +23,13 @@ SCHEMA_ID = "https://gfs-opt.example/schemas/instance-v1.schema.json"
 _P = Params()
 _S = PoolStatus()
 
-Seconds = Annotated[float, Field(ge=0)]
+# upper bounds keep every value a solver can take (SCIP refuses coefficients beyond 1e20) and
+# reject typos such as 1e300 with a message instead of 300-digit costs
+MAX_SECONDS = 10 * 365 * 86_400.0   # ten years
+MAX_HOURS = 168.0                   # one week: longer than any forecast horizon
+MAX_GPUS = 1e9
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
+Hours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
 Count = Annotated[int, Field(ge=0, le=2**31 - 1)]  # fits the int32 counters of ClusterState
 
 
@@ -37,12 +43,12 @@ class ParamsIn(_Strict):
     """Policy knobs (`gfs_opt.model.Params`); every field is optional and defaults as there."""
 
     rho: float = Field(_P.rho, gt=0, lt=1, description="target probability that a guarantee window survives")
-    horizon_h: int = Field(_P.horizon_h, ge=1, description="forecast horizon H in hours")
-    guarantee_classes: list[Annotated[float, Field(gt=0)]] = Field(
+    horizon_h: int = Field(_P.horizon_h, ge=1, le=int(MAX_HOURS), description="forecast horizon H in hours")
+    guarantee_classes: list[Hours] = Field(
         list(_P.guarantee_classes), min_length=1, description="LP guarantee classes d in hours")
-    quota_refresh_s: float = Field(_P.quota_refresh_s, gt=0, description="spot-quota refresh period")
-    eta_min: float = Field(_P.eta_min, gt=0, description="lower clamp of η")
-    eta_max: float = Field(_P.eta_max, gt=0, description="upper clamp of η")
+    quota_refresh_s: float = Field(_P.quota_refresh_s, gt=0, le=MAX_SECONDS, description="spot-quota refresh period")
+    eta_min: float = Field(_P.eta_min, gt=0, le=1e6, description="lower clamp of η")
+    eta_max: float = Field(_P.eta_max, gt=0, le=1e6, description="upper clamp of η")
     eta_static: bool = Field(_P.eta_static, description="freeze η (ablation)")
     eval_start: Seconds = Field(_P.eval_start, description="evaluation window start (s)")
     eval_end: Seconds | None = Field(None, description="evaluation window end (s); null = open-ended")
@@ -58,7 +64,8 @@ class ParamsIn(_Strict):
 class PoolIn(_Strict):
     """Feedback state of one pool (`gfs_opt.model.PoolStatus`)."""
 
-    eta: float = Field(_S.eta, gt=0, description="current safety-margin factor η (U = μ + z_ρ·σ/η)")
+    eta: float = Field(_S.eta, gt=0, le=1e6,
+                       description="current safety-margin factor η (U = μ + z_ρ·σ/η)")
     recent_failed: Count = Field(_S.recent_failed, description="failed guarantee windows, last H hours")
     recent_succeeded: Count = Field(_S.recent_succeeded, description="succeeded windows, last H hours")
     failed: Count = Field(_S.failed, description="failed windows since the evaluation start (F)")
@@ -90,8 +97,8 @@ class JobIn(_Strict):
     workers: int = Field(ge=1, le=1_000_000, description="gang size")
     submit: Seconds = Field(description="submit time (s)")
     duration: Seconds = Field(description="run time needed (s)")
-    guarantee_h: float = Field(1.0, gt=0, description="LP guarantee class in hours (ignored for HP)")
-    cpu: float = Field(0.0, ge=0, description="CPU request, carried but not enforced")
+    guarantee_h: float = Field(1.0, gt=0, le=MAX_HOURS, description="LP guarantee class in hours (ignored for HP)")
+    cpu: float = Field(0.0, ge=0, le=1e9, description="CPU request, carried but not enforced")
 
 
 WorkerIn = Annotated[
@@ -113,17 +120,18 @@ class RunningIn(_Strict):
 class ForecastIn(_Strict):
     """HP GPU demand forecast of one pool, per future hour (index 0 = current hour)."""
 
-    mean: list[float] = Field(min_length=1, description="mean HP demand in GPUs per hour")
-    std: list[Annotated[float, Field(ge=0)]] = Field(min_length=1, description="standard deviation per hour")
-    samples: Annotated[list[list[float]], Field(min_length=1)] | None = Field(None, description="optional scenarios, S rows × H hours")
+    mean: list[Annotated[float, Field(ge=-MAX_GPUS, le=MAX_GPUS)]] = Field(min_length=1, description="mean HP demand in GPUs per hour")
+    std: list[Annotated[float, Field(ge=0, le=MAX_GPUS)]] = Field(min_length=1, description="standard deviation per hour")
+    samples: Annotated[list[list[Annotated[float, Field(ge=-MAX_GPUS, le=MAX_GPUS)]]],
+                       Field(min_length=1)] | None = Field(None, description="optional scenarios, S rows × H hours")
 
 
 class QuotaIn(_Strict):
     """Current spot quota of one (pool, guarantee class)."""
 
     pool: str = Field(min_length=1)
-    class_h: float = Field(gt=0, description="guarantee class in hours")
-    gpus: float = Field(ge=0, description="quota in GPUs (stored internally in milli-GPU)")
+    class_h: float = Field(gt=0, le=MAX_HOURS, description="guarantee class in hours")
+    gpus: float = Field(ge=0, le=MAX_GPUS, description="quota in GPUs (stored internally in milli-GPU)")
 
 
 class InstanceFile(_Strict):

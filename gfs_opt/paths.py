@@ -1,4 +1,10 @@
-"""Where the shared public data lives: ``$GFS_DATA_DIR``, else ``../shared/data`` beside the repo."""
+"""Where data lives.
+
+Package data (``gfs_opt/data/``, see its NOTICE) holds the small inputs the built-in setups need:
+the real Alibaba v2026 node file, calibration targets and aggregate tables, and the ``ref-toy``
+trace; they work after a plain ``pip install``. Optional larger traces are read from
+``$GFS_DATA_DIR``, else ``../shared/data`` beside the repository.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,11 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 
 
 def data_dir() -> Path:
+    """Folder of optional traces (``$GFS_DATA_DIR``); may not exist."""
     env = os.environ.get("GFS_DATA_DIR")
     if env:
         return Path(env).expanduser()
@@ -16,7 +24,12 @@ def data_dir() -> Path:
 
 
 def alibaba_dir() -> Path:
-    return data_dir() / "alibaba-spot-gpu-v2026"
+    """The shipped Alibaba v2026 inputs: node file, calibration targets, aggregate tables."""
+    return PACKAGE_DATA / "alibaba-spot-gpu-v2026"
+
+
+def ref_toy_dir() -> Path:
+    return PACKAGE_DATA / "ref-toy"
 
 
 def calibration_targets_path() -> Path:

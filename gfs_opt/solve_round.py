@@ -4,7 +4,7 @@ and benchmarks/bench_milp.py). Plain data out; printing lives in the command mod
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gfs_opt.model import MILLI, Decision, Round
@@ -150,19 +150,34 @@ def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTION
 def solve_round(rnd: Round, method: str = "both", step: str = "all",
                 solver: SolverOptions = DEFAULT_SOLVER,
                 preempt_opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
-                quota_opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> RoundResult:
-    """Greedy, MILP or both, for the quota step, the preemption step or both."""
+                quota_opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
+                deadline: float | None = None) -> RoundResult:
+    """Greedy, MILP or both, for the quota step, the preemption step or both.
+
+    ``deadline`` (a `time.perf_counter` value) bounds the MILP steps together: each gets at most
+    what is left, and a step with nothing left is skipped with a note (the greedy answer stands).
+    """
     res = RoundResult(method)
+
+    def budget(name: str) -> SolverOptions | None:
+        if deadline is None:
+            return solver
+        left = deadline - time.perf_counter()
+        if left <= 0.05:
+            res.notes.append(f"{name} MILP skipped: the time limit was used up before it")
+            return None
+        return replace(solver, time_limit=min(solver.time_limit, left))
+
     if step in ("all", "quota"):
         if method in ("greedy", "both"):
             res.quota_greedy = run_greedy_quota(rnd, quota_opts)
-        if method in ("milp", "both"):
+        if method in ("milp", "both") and (opts := budget("quota")) is not None:
             greedy = res.quota_greedy.admitted if res.quota_greedy else None
-            res.quota_milp = solve_quota(rnd, quota_opts, solver, greedy=greedy)
+            res.quota_milp = solve_quota(rnd, quota_opts, opts, greedy=greedy)
     if step in ("all", "preemption"):
         if method in ("greedy", "both"):
             res.preempt_greedy = run_greedy_preempt(rnd, preempt_opts)
-        if method in ("milp", "both"):
+        if method in ("milp", "both") and (opts := budget("preemption")) is not None:
             greedy_d = res.preempt_greedy.decision if res.preempt_greedy else None
-            res.preempt_milp = solve_preemption(rnd, preempt_opts, solver, greedy=greedy_d)
+            res.preempt_milp = solve_preemption(rnd, preempt_opts, opts, greedy=greedy_d)
     return res

@@ -12,11 +12,8 @@ from gfs_opt import cli
 from gfs_opt.errors import GfsError
 from gfs_opt.forecast.backtest import METRIC_COLUMNS, rolling_backtest, run_backtest
 from gfs_opt.forecast.sources import load_alibaba_hourly
-from gfs_opt.paths import data_dir
 
 T0 = pd.Timestamp("2024-03-01")
-DATA = data_dir()
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"data folder {DATA} is absent")
 
 
 def weekly_history(weeks: int = 4, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
@@ -106,7 +103,6 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-@needs_data
 @pytest.mark.slow
 def test_real_data_targets_prophet_vs_week_peak() -> None:
     """GDE targets on the real per-GPU-model hourly demand (≈ 2 min: 6 pools × 56 daily fits)."""

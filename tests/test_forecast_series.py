@@ -18,11 +18,7 @@ from gfs_opt.forecast.sources import (
     load_alibaba_hourly,
     load_history,
 )
-from gfs_opt.paths import data_dir
 from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace
-
-DATA = data_dir()
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"data folder {DATA} is absent")
 
 
 def make_trace(rows: list[tuple[str, str, str, int, int, float, float]]) -> Trace:
@@ -164,7 +160,6 @@ def test_load_history_csv_and_errors(tmp_path: Path) -> None:
         load_history(str(tmp_path / "missing.csv"))
 
 
-@needs_data
 def test_alibaba_hourly_source() -> None:
     df = load_alibaba_hourly()
     assert df["series"].nunique() == 6

@@ -21,6 +21,9 @@ from gfs_opt.policies import POLICIES, make_policy, options_for
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 
+# the last test counts the rounds of all the others: one xdist worker runs the whole module
+pytestmark = pytest.mark.xdist_group("invariants_long")
+
 TARGET_PASSES = 100_000
 CLASSES = (1.0, 2.0)
 PASSES: dict[str, int] = {}

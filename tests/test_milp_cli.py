@@ -57,7 +57,7 @@ def test_export_writes_both_models(tmp_path: Path, fmt: str, capsys: pytest.Capt
     (["/no/such/file.json"], "cannot read"),
     (["{bad}"], "cannot read"),
     ([str(TRAP), "--export", "lp"], "--export needs --out"),
-    ([str(TRAP), "--time-limit", "0"], "time limit must be positive"),
+    ([str(TRAP), "--time-limit", "0"], "argument --time-limit: 0 is out of range"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

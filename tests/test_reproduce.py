@@ -40,6 +40,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str
     return out / "run", report, buf.getvalue()
 
 
+@pytest.mark.slow   # the quick reproduction: ≈ 1 min of CPU
 def test_quick_writes_report_tables_and_figures(quick_run: tuple[Path, Path, str]) -> None:
     run_dir, report, stdout = quick_run
     text = report.read_text()
@@ -76,6 +77,7 @@ def test_quick_writes_report_tables_and_figures(quick_run: tuple[Path, Path, str
     assert len(trace) and (trace["fc_lo"] <= trace["fc_hi"] + 1e-9).all()
 
 
+@pytest.mark.slow   # the quick reproduction: ≈ 1 min of CPU
 def test_second_invocation_reuses_every_run(quick_run: tuple[Path, Path, str],
                                             capsys: pytest.CaptureFixture[str]) -> None:
     run_dir, report, _ = quick_run
@@ -94,6 +96,7 @@ def test_second_invocation_reuses_every_run(quick_run: tuple[Path, Path, str],
     assert "## Greedy vs exact" not in after
 
 
+@pytest.mark.slow   # the quick reproduction: ≈ 1 min of CPU
 def test_load_run_rejects_another_spec(quick_run: tuple[Path, Path, str]) -> None:
     run_dir, _, _ = quick_run
     folder = run_dir / "runs" / "small" / "medium" / "yarn-cs"

@@ -10,11 +10,9 @@ import pytest
 from tiny_trace import write_tiny_trace
 
 from gfs_opt.cli import main
-from gfs_opt.paths import data_dir
+from gfs_opt.paths import ref_toy_dir
 
-REF_TOY = data_dir() / "ref-toy"
-needs_ref_toy = pytest.mark.skipif(not (REF_TOY / "job_info_df.csv").exists(),
-                                   reason=f"reference toy trace not found at {REF_TOY}")
+REF_TOY = ref_toy_dir()   # shipped as package data
 
 
 @pytest.fixture
@@ -38,7 +36,6 @@ def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
         assert f in lines[0], (f, lines[0])
 
 
-@needs_ref_toy
 def test_simulate_ref_toy_window(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "simulate", "--trace", str(REF_TOY), "--policy", "yarn-cs",
                              "--window", "2024-03-11", "2024-03-13", "--no-progress")
@@ -88,8 +85,8 @@ def test_simulate_window_in_seconds_matches_dates(tiny_trace: Path,
     (["--window", "2024-03-01", "2024-03-01"], ["is not after its start"]),
     (["--window", "yesterday-ish", "2024-03-02"], ["window start 'yesterday-ish': expected a date"]),
     (["--pools", "H800"], ["unknown pool(s) ['H800']", "A100"]),
-    (["--lp-load", "-1"], ["--lp-load must be ≥ 0"]),
-    (["--rho", "1.5"], ["--rho must be in (0, 1)"]),
+    (["--lp-load", "-1"], ["argument --lp-load: -1 is out of range (must be [0, 100])"]),
+    (["--rho", "1.5"], ["argument --rho: 1.5 is out of range (must be (0, 1))"]),
 ])
 def test_simulate_bad_inputs(tiny_trace: Path, capsys: pytest.CaptureFixture[str],
                              extra: list[str], fragments: list[str]) -> None:

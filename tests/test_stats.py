@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gfs_opt.paths import data_dir
 from gfs_opt.traces.base import JOB_COLUMNS, Trace
 from gfs_opt.traces.stats import calibration_report, format_report, trace_stats
 
@@ -154,7 +153,6 @@ def test_format_report_is_an_aligned_table(tmp_path: Path):
     assert "FAIL" in text and f"/{len(report)} checks within tolerance" in text
 
 
-@pytest.mark.skipif(not (data_dir() / "ref-toy").is_dir(), reason="data folder has no ref-toy")
 def test_stats_of_a_real_file_trace():
     from gfs_opt.traces.load import load_trace
 

@@ -224,8 +224,10 @@ def test_ctrl_c_stops_workers_and_exits_130(tmp_path: Path,
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "gfs_opt.cli", "sweep", str(spec), "--out", str(out),
            "--workers", "1", "--no-progress"]
+    # pytest-xdist workers ignore SIGINT, and an ignored signal stays ignored across exec
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path)
+                            cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 90
     while not list((out / "cells").glob("*/cell.json")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -317,6 +319,7 @@ def test_ray_missing_gives_a_one_line_hint(reference: tuple[Path, Path], tmp_pat
     assert code == 2 and "--address is for --engine ray" in err
 
 
+@pytest.mark.slow   # starts a local Ray (≈ 30 s of CPU, ~1 GB)
 def test_ray_and_local_give_identical_tables(reference: tuple[Path, Path], tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'gfs-opt[ray]')")

@@ -32,7 +32,6 @@ from gfs_opt.traces.synth_requests import exact_counts
 from gfs_opt.traces.synth_timing import deal_to_hours
 
 AGG = alibaba_dir() / "derived_sultanul_ovi"
-needs_data = pytest.mark.skipif(not AGG.is_dir(), reason=f"real aggregates {AGG} are absent")
 DAY = 86400
 
 
@@ -48,7 +47,6 @@ def full_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 # ---------------------------------------------------------------- determinism and schema
 
-@needs_data
 def test_same_seed_same_frames_and_other_seed_differs(small_frames):
     nodes, jobs = small_frames
     again_nodes, again_jobs = synthesize(seed=11, scale=0.05)
@@ -60,7 +58,6 @@ def test_same_seed_same_frames_and_other_seed_differs(small_frames):
     assert not np.array_equal(jobs["duration"].to_numpy()[:500], other_jobs["duration"].to_numpy()[:500])
 
 
-@needs_data
 def test_raw_schema_matches_the_real_files(full_frames):
     nodes, jobs = full_frames
     assert list(nodes.columns) == NODE_COLUMNS_RAW == ["gpu_model", "gpu_capacity_num", "cpu_num", "node_name"]
@@ -76,7 +73,6 @@ def test_raw_schema_matches_the_real_files(full_frames):
     pd.testing.assert_frame_equal(nodes, real[NODE_COLUMNS_RAW], check_dtype=False)
 
 
-@needs_data
 def test_requests_fit_the_nodes_of_their_pool(full_frames):
     nodes, jobs = full_frames
     biggest = nodes.groupby("gpu_model")["gpu_capacity_num"].max()
@@ -90,7 +86,6 @@ def test_requests_fit_the_nodes_of_their_pool(full_frames):
     assert (jobs["cpu_request"] <= jobs["gpu_model"].map(nodes.groupby("gpu_model")["cpu_num"].max())).all()
 
 
-@needs_data
 def test_residents_and_censoring(full_frames):
     _, jobs = full_frames
     res = jobs[jobs["submit_time"] == 0]
@@ -103,7 +98,6 @@ def test_residents_and_censoring(full_frames):
     assert (end == CENSOR_END).sum() > 200  # like the real trace, many jobs run to the very end
 
 
-@needs_data
 def test_spot_follows_the_real_daily_profile(full_frames):
     _, jobs = full_frames
     day = jobs["submit_time"] // DAY
@@ -121,7 +115,6 @@ def test_spot_follows_the_real_daily_profile(full_frames):
 
 # ---------------------------------------------------------------- calibration
 
-@needs_data
 def test_full_scale_trace_passes_every_calibration_check(full_frames):
     trace = trace_from_frames(*full_frames, name="synthetic")
     report = calibration_report(trace_stats(trace))
@@ -130,7 +123,6 @@ def test_full_scale_trace_passes_every_calibration_check(full_frames):
     assert not failed, failed
 
 
-@needs_data
 def test_tenth_scale_trace_passes_the_scale_aware_checks():
     trace = trace_from_frames(*synthesize(seed=4, scale=0.1))
     stats = trace_stats(trace)
@@ -144,7 +136,6 @@ def test_tenth_scale_trace_passes_the_scale_aware_checks():
     assert 0.6 < by_pool["A100-SXM4-80GB"]["mean"] < 1.0
 
 
-@needs_data
 def test_pool_pressure_matches_the_real_pools(full_frames):
     stats = trace_stats(trace_from_frames(*full_frames))
     real = pd.read_csv(AGG / "tables_extra" / "hourly_concurrency_top_models.csv")
@@ -156,7 +147,6 @@ def test_pool_pressure_matches_the_real_pools(full_frames):
 
 # ---------------------------------------------------------------- scaling, pools, windows
 
-@needs_data
 def test_reduced_scale_trace_is_well_formed(small_frames):
     nodes, jobs = small_frames
     real = pd.read_csv(alibaba_dir() / "node_info_df.csv")
@@ -170,7 +160,6 @@ def test_reduced_scale_trace_is_well_formed(small_frames):
     assert set(trace.jobs["pool"]) <= set(trace.nodes["pool"])
 
 
-@needs_data
 def test_scaled_gangs_are_narrowed_to_a_share_of_their_pool():
     nodes, jobs = synthesize(seed=7, scale=0.05)
     pool_gpus = nodes.groupby("gpu_model")["gpu_capacity_num"].sum()
@@ -182,7 +171,6 @@ def test_scaled_gangs_are_narrowed_to_a_share_of_their_pool():
     assert multi.sum() > 0.05 * len(jobs)  # gangs are narrowed, not removed
 
 
-@needs_data
 def test_small_setup_carries_in_only_what_fits():
     nodes, jobs = synthesize(seed=0, setup="small")
     start = to_seconds(SETUPS["small"].start, "start")
@@ -194,7 +182,6 @@ def test_small_setup_carries_in_only_what_fits():
     assert (jobs["submit_time"] >= start).all() and not (jobs["submit_time"] == 0).any()
 
 
-@needs_data
 def test_pools_and_window_cut():
     nodes, jobs = synthesize(seed=2, scale=0.05, pools=["H800", "A10"], start="2024-08-01",
                              end=13_219_200 + 7 * DAY)
@@ -206,7 +193,6 @@ def test_pools_and_window_cut():
     assert (s == 0).sum() > 0 and ((s >= lo) & (s < hi)).sum() > 0
 
 
-@needs_data
 @given(st.floats(min_value=0.002, max_value=1.0), st.integers(0, 2**31))
 @settings(max_examples=15, deadline=None)
 def test_scaled_cluster_keeps_every_model(scale, seed):
@@ -220,7 +206,6 @@ def test_scaled_cluster_keeps_every_model(scale, seed):
 
 # ---------------------------------------------------------------- setups and files
 
-@needs_data
 def test_builtin_setups():
     small = builtin_trace("small")
     assert builtin_trace("small") is small  # cached per process
@@ -235,7 +220,6 @@ def test_builtin_setups():
         builtin_trace("no-such-trace")
 
 
-@needs_data
 def test_paper_a100_setup_has_the_papers_cluster():
     nodes, jobs = synthesize(seed=0, setup="paper-a100")
     assert len(nodes) == 287 and nodes["gpu_capacity_num"].sum() == 2296
@@ -244,7 +228,6 @@ def test_paper_a100_setup_has_the_papers_cluster():
     assert 0.55 * 169_020 < len(jobs) < 0.75 * 169_020
 
 
-@needs_data
 def test_synth_to_dir_is_byte_identical_and_atomic(tmp_path: Path):
     a, b = tmp_path / "a", tmp_path / "b"
     counts = synth_to_dir(a, seed=3, scale=0.02)
@@ -256,7 +239,6 @@ def test_synth_to_dir_is_byte_identical_and_atomic(tmp_path: Path):
     assert len(jobs) == counts[1] and list(jobs.columns) == RAW_JOB_COLUMNS
 
 
-@needs_data
 def test_cli_synth_and_errors(tmp_path: Path, capsys):
     out = tmp_path / "t"
     assert cli.main(["trace", "synth", "--out", str(out), "--scale", "0.01", "--seed", "1"]) == 0
@@ -269,7 +251,6 @@ def test_cli_synth_and_errors(tmp_path: Path, capsys):
         assert capsys.readouterr().err.startswith("gfs-opt: error:")
 
 
-@needs_data
 def test_bad_arguments_raise_gfs_errors():
     with pytest.raises(GfsError, match="scale"):
         synthesize(scale=0)

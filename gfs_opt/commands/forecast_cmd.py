@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gfs_opt.commands import args as cargs
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -18,29 +20,62 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     b = fsub.add_parser("backtest", help="rolling-origin backtest of forecasters (daily refits)")
     b.add_argument("--data", required=True,
-                   help="'alibaba-hourly' (real per-GPU-model demand), a CSV with ds,series,y, "
-                        "or any trace source accepted by `gfs-opt trace stats`")
+                   help="'alibaba-hourly' (real per-GPU-model demand, shipped), a long CSV "
+                        "(ds,series,y or --time-col/--series-col/--value-col), a wide CSV (a "
+                        "time column and one column per series), or any trace source accepted "
+                        "by `gfs-opt trace stats`")
+    _column_flags(b)
     b.add_argument("--models", default="prophet,week-peak,seasonal-naive,ets",
                    help="comma-separated: prophet, week-peak, seasonal-naive, ets, auto")
-    b.add_argument("--horizon", type=int, default=4, help="hours per quota horizon (default 4)")
-    b.add_argument("--quantile", type=float, default=0.9, help="quantile scored (default 0.9)")
-    b.add_argument("--weeks", type=float, default=8, help="evaluation weeks at the end (default 8)")
-    b.add_argument("--refit", default="daily", help="'daily', 'hourly' or hours between refits")
+    b.add_argument("--horizon", type=cargs.number(1, 168, integer=True), default=4,
+                   help="hours per quota horizon, 1..168 (default 4)")
+    b.add_argument("--quantile", type=cargs.number(0, 1, lo_open=True, hi_open=True), default=0.9,
+                   help="quantile scored, in (0, 1) (default 0.9)")
+    b.add_argument("--weeks", type=cargs.number(0, 520, lo_open=True), default=8,
+                   help="evaluation weeks at the end (default 8)")
+    b.add_argument("--refit", type=_refit, default="daily",
+                   help="'daily', 'hourly' or hours between refits")
     b.add_argument("--series", default=None, help="comma-separated series to keep (default all)")
-    b.add_argument("--max-series", type=int, default=None,
+    b.add_argument("--max-series", type=cargs.number(1, integer=True), default=None,
                    help="keep only the N series with the largest mean demand")
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--out", type=Path, default=Path("out/forecast-backtest"),
-                   help="folder for metrics.csv, summary.csv, bands.png (default out/forecast-backtest)")
+    b.add_argument("--seed", type=cargs.seed, default=0)
+    b.add_argument("--out", type=Path, default=Path("results/forecast-backtest"),
+                   help="folder for metrics.csv, summary.csv, bands.png "
+                        "(default results/forecast-backtest)")
     b.add_argument("--save-forecasts", action="store_true", help="also write forecasts.csv.gz")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.set_defaults(handler=_backtest)
 
     s = fsub.add_parser("series", help="write the hourly-max HP demand series (ds,series,y) as CSV")
     s.add_argument("--data", required=True, help="same sources as `forecast backtest --data`")
-    s.add_argument("--seed", type=int, default=0)
+    _column_flags(s)
+    s.add_argument("--seed", type=cargs.seed, default=0)
     s.add_argument("--out", type=Path, required=True, help="CSV file to write")
     s.set_defaults(handler=_series)
+
+
+def _refit(text: str) -> str:
+    from gfs_opt.errors import GfsError
+    from gfs_opt.forecast.backtest import refit_hours
+
+    try:
+        refit_hours(text)
+    except GfsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _column_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time-col", default=None, metavar="NAME",
+                   help="CSV data: the time column (default ds, or hour/time/timestamp/date)")
+    p.add_argument("--series-col", default=None, metavar="NAME",
+                   help="long CSV data: the series-name column (default series)")
+    p.add_argument("--value-col", default=None, metavar="NAME",
+                   help="long CSV data: the value column (default y)")
+
+
+def _columns(args: argparse.Namespace) -> dict[str, str | None]:
+    return {"time_col": args.time_col, "series_col": args.series_col, "value_col": args.value_col}
 
 
 def _select(df: pd.DataFrame, series: str | None, max_series: int | None) -> pd.DataFrame:
@@ -53,8 +88,6 @@ def _select(df: pd.DataFrame, series: str | None, max_series: int | None) -> pd.
             raise GfsError(f"unknown series {unknown}; the data has {df['series'].nunique()} series")
         df = df[df["series"].isin(wanted)]
     if max_series is not None:
-        if max_series < 1:
-            raise GfsError("--max-series must be ≥ 1")
         top = df.groupby("series")["y"].mean().sort_values(ascending=False).index[:max_series]
         df = df[df["series"].isin(top)]
     return df
@@ -65,7 +98,8 @@ def _backtest(args: argparse.Namespace) -> int:
     from gfs_opt.forecast.plot import plot_bands
     from gfs_opt.forecast.sources import load_history
 
-    df, description = load_history(args.data, seed=args.seed)
+    cargs.check_out_dir(args.out)
+    df, description = load_history(args.data, seed=args.seed, columns=_columns(args))
     df = _select(df, args.series, args.max_series)
     print(description)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -83,7 +117,6 @@ def _backtest(args: argparse.Namespace) -> int:
             table = result.metrics.pivot(index="series", columns="model", values=metric)
             print(f"\n{metric} per series")
             print(table.to_string(float_format=lambda v: f"{v:,.3f}"))
-    args.out.mkdir(parents=True, exist_ok=True)
     result.metrics.to_csv(args.out / "metrics.csv", index=False)
     summary.to_csv(args.out / "summary.csv", index=False)
     if args.save_forecasts:
@@ -96,8 +129,8 @@ def _backtest(args: argparse.Namespace) -> int:
 def _series(args: argparse.Namespace) -> int:
     from gfs_opt.forecast.sources import load_history
 
-    df, description = load_history(args.data, seed=args.seed)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    cargs.check_out_file(args.out)
+    df, description = load_history(args.data, seed=args.seed, columns=_columns(args))
     df.to_csv(args.out, index=False)
     print(f"{description}; wrote {len(df):,} rows to {args.out}")
     return 0

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from gfs_opt.commands import args as cargs
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("instance", help="check and describe instance files (one scheduling round)")
@@ -23,15 +25,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = isub.add_parser("dump", help="simulate and save contested rounds as instance files")
     d.add_argument("--trace", default=None, help="trace source (see `gfs-opt simulate`)")
     d.add_argument("--setup", default=None, help="or a named setup (small, paper-a100, …)")
-    d.add_argument("--policy", default="gfs")
+    d.add_argument("--policy", default="gfs",
+                   help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs)"))
     d.add_argument("--forecaster", default=None)
     d.add_argument("--window", nargs=2, metavar=("START", "END"), default=None)
-    d.add_argument("--lp-load", type=float, default=None)
+    d.add_argument("--lp-load", type=cargs.lp_load, default=None,
+                   help=f"LP arrival multiplier in [0, {cargs.MAX_LP_LOAD:g}] (default 1)")
     d.add_argument("--kind", choices=["preemption", "admission", "any"], default="any")
-    d.add_argument("--every", type=float, default=3600.0, help="min simulated seconds between dumps")
-    d.add_argument("--max", type=int, default=5, help="stop after this many files")
-    d.add_argument("--min-pending-hp", type=int, default=1)
-    d.add_argument("--min-running-lp", type=int, default=0)
+    d.add_argument("--every", type=cargs.number(0, 1e9), default=3600.0,
+                   help="min simulated seconds between dumps")
+    d.add_argument("--max", type=cargs.number(1, 100_000, integer=True), default=5,
+                   help="stop after this many files")
+    d.add_argument("--min-pending-hp", type=cargs.number(0, integer=True), default=1)
+    d.add_argument("--min-running-lp", type=cargs.number(0, integer=True), default=0)
     d.add_argument("--confirm", action="store_true",
                    help="keep a round only if the greedy step evicts LP (preemption) or admits "
                         "some but not all pending LP (admission) on it")
@@ -77,9 +83,12 @@ def _dump(args: argparse.Namespace) -> int:
     from gfs_opt.model import Params
     from gfs_opt.policies import make_policy
     from gfs_opt.sim.engine import SimConfig, Simulator
+    from gfs_opt.traces.placeable import never_placeable_warning
 
-    if args.max < 1:
-        raise GfsError("--max must be ≥ 1")
+    if args.setup and args.trace:
+        raise GfsError("give either --setup or --trace, not both")
+    cargs.check_out_dir(args.out)
+    make_policy(args.policy)          # an unknown policy fails before the trace is loaded
     kw = {"policy": args.policy, "lp_load": args.lp_load,
           "window": tuple(args.window) if args.window else None}
     if args.setup:
@@ -98,7 +107,14 @@ def _dump(args: argparse.Namespace) -> int:
                               confirm=args.confirm,
                               source=f"{spec.trace} policy={spec.policy} lp_load={spec.lp_load}")
     sim.on_round = hook
-    sim.run()
+    _warn = never_placeable_warning(trace)
+    if _warn:
+        print(f"gfs-opt: warning: {_warn}", file=sys.stderr)
+    try:
+        sim.run()
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"instance dump interrupted; {len(hook.written)} complete "
+                                f"file(s) kept in {args.out}") from None
     for path in hook.written:
         print(path)
     print(f"{len(hook.written)} contested round(s) written to {args.out}")

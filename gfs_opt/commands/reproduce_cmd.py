@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
 
 if TYPE_CHECKING:
@@ -44,9 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--setup", default=None, help="grid setup (default paper-a100; --quick: small)")
     p.add_argument("--instances", type=Path, default=None,
                    help="folder of instance files (default ./instances)")
-    p.add_argument("--milp-time-limit", type=float, default=None, metavar="S",
+    p.add_argument("--milp-time-limit", type=cargs.number(0, 3600, lo_open=True), default=None,
+                   metavar="S",
                    help="time limit per MILP step on the instances (default 10; --quick: 2)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=cargs.seed, default=0)
     p.add_argument("--fresh", action="store_true", help="re-run even where results exist")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(handler=_reproduce)
@@ -105,6 +107,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     cfg = _config(args)
     out = args.out or Path("results") / ("reproduce-quick" if args.quick else "reproduce")
     report = args.report or out / "REPRODUCTION.md"
+    cargs.check_out_dir(out)
+    cargs.check_out_file(report, "--report")
+    cargs.check_out_dir(args.assets, "--assets")
 
     def say(msg: str) -> None:
         print(msg, flush=True)

@@ -4,34 +4,49 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
+from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
+
+DEFAULT_POLICIES = "gfs,yarn-cs,chronus,lyra,fgd,yarn-cs+sqa,lyra+sqa,fgd+sqa"
+
+
+def _setup_names() -> str:
+    from gfs_opt.experiments.setups import SETUPS
+
+    return "; ".join(f"{k} ({s.about})" for k, s in SETUPS.items())
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pools", default=None, help="comma-separated pools (GPU models) to keep")
-    p.add_argument("--lp-load", type=float, default=None, help="LP arrival multiplier (default 1)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lp-load", type=cargs.lp_load, default=None,
+                   help=f"LP arrival multiplier in [0, {cargs.MAX_LP_LOAD:g}] (default 1)")
+    p.add_argument("--seed", type=cargs.seed, default=0, help="random seed ≥ 0 (default 0)")
     p.add_argument("--forecaster", default=None,
                    help="GFS demand forecaster: prophet, week-peak, seasonal-naive, ets, auto")
-    p.add_argument("--rho", type=float, default=None, help="guarantee probability ρ (0.9)")
-    p.add_argument("--guarantee-classes", default=None,
-                   help="comma-separated guarantee classes in hours (default 1)")
-    p.add_argument("--capacity-scale", type=float, default=None, metavar="X",
-                   help="resize every pool to X × its nodes (e.g. 0.5 to make a trace sized to "
-                        "its peak demand contend)")
-    p.add_argument("--time-scale", type=float, default=None, metavar="K",
-                   help="stretch submit times and durations by K (time-compressed traces)")
+    p.add_argument("--rho", type=cargs.number(0, 1, lo_open=True, hi_open=True), default=None,
+                   help="guarantee probability ρ in (0, 1) (default 0.9)")
+    p.add_argument("--guarantee-classes", type=cargs.guarantee_classes, default=None,
+                   help=f"comma-separated guarantee classes in hours, each in (0, "
+                        f"{cargs.MAX_GUARANTEE_H:g}] (default 1)")
+    p.add_argument("--capacity-scale", type=cargs.number(0, 1000, lo_open=True), default=None,
+                   metavar="X",
+                   help="resize every pool to X × its nodes, in (0, 1000] (e.g. 0.5 to make a "
+                        "trace sized to its peak demand contend)")
+    p.add_argument("--time-scale", type=cargs.number(0, 1000, lo_open=True), default=None,
+                   metavar="K",
+                   help="stretch submit times and durations by K, in (0, 1000] "
+                        "(time-compressed traces)")
     p.add_argument("--keep-quota-after-window", action="store_true",
                    help="keep the spot quota on after the scored window (default: lifted, so "
                         "the LP backlog drains as in the authors' simulator)")
     p.add_argument("--check-invariants", action="store_true",
                    help="assert capacity, HP-never-evicted, whole gangs after every round")
     p.add_argument("--replay-from", default=None, help="start the replay here (date or seconds)")
-    p.add_argument("--out", type=Path, default=None, help="write tables and plots here")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write tables and plots into this folder (checked before the run)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -40,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--trace", default="small",
                    help="folder with node_info_df.csv + job_info_df.csv, a trace file, or a "
                         "built-in name (small, paper-a100, synthetic, ref-toy)")
-    s.add_argument("--policy", default="gfs")
+    s.add_argument("--policy", default="gfs",
+                   help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs)"))
     s.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,
                    help="scored window: dates (END exclusive) or seconds since the trace origin")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -48,9 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(handler=_simulate)
 
     c = sub.add_parser("compare", help="run several policies on the same trace and tabulate")
-    c.add_argument("--policies", default="gfs,yarn-cs,chronus,lyra,fgd,yarn-cs+sqa,lyra+sqa,fgd+sqa",
-                   help="comma-separated policies (default: GFS and both baseline families)")
-    c.add_argument("--setup", default=None, help="small, paper-a100, full, ref-toy")
+    c.add_argument("--policies", default=DEFAULT_POLICIES,
+                   help=cargs.LazyHelp(lambda: "comma-separated, from: " + cargs.policy_names()
+                                       + " (default: GFS and both baseline families, "
+                                       + DEFAULT_POLICIES + ")"))
+    c.add_argument("--setup", default=None,
+                   help=cargs.LazyHelp(lambda: "a named setup (default small): " + _setup_names()))
     c.add_argument("--trace", default=None, help="instead of --setup: any trace source")
     c.add_argument("--window", nargs=2, metavar=("START", "END"), default=None)
     c.add_argument("--loads", default=None,
@@ -63,26 +82,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _spec_kwargs(args: argparse.Namespace) -> dict:
     params = {}
     if args.rho is not None:
-        if not 0 < args.rho < 1:
-            raise GfsError("--rho must be in (0, 1)")
         params["rho"] = args.rho
     if args.guarantee_classes:
-        try:
-            params["guarantee_classes"] = tuple(float(x) for x in args.guarantee_classes.split(","))
-        except ValueError:
-            raise GfsError("--guarantee-classes takes numbers of hours, e.g. 1,2,4") from None
+        params["guarantee_classes"] = args.guarantee_classes
     if args.keep_quota_after_window:
         params["quota_after_window"] = True
-    for flag, value in (("--capacity-scale", args.capacity_scale),
-                        ("--time-scale", args.time_scale)):
-        if value is not None and not (math.isfinite(value) and 0 < value <= 1000):
-            raise GfsError(f"{flag} must be a number in (0, 1000], got {value}")
     kw: dict = {"pools": tuple(args.pools.split(",")) if args.pools else None,
                 "capacity_scale": args.capacity_scale, "time_scale": args.time_scale,
                 "lp_load": args.lp_load, "seed": args.seed, "params": params,
                 "check_invariants": args.check_invariants, "replay_from": args.replay_from}
-    if args.lp_load is not None and args.lp_load < 0:
-        raise GfsError("--lp-load must be ≥ 0")
     if args.window:
         kw["window"] = tuple(args.window)
     return kw
@@ -96,10 +104,20 @@ def _policy_options(policy: str, args: argparse.Namespace) -> dict:
     return options_for(policy, {"forecaster": args.forecaster})
 
 
-def _simulate(args: argparse.Namespace) -> int:
-    from gfs_opt.experiments.runner import RunSpec, run
-    from gfs_opt.experiments.setups import SETUPS
+def _warn(line: str | None) -> None:
+    if line:
+        print(f"gfs-opt: warning: {line}", file=sys.stderr)
 
+
+def _simulate(args: argparse.Namespace) -> int:
+    from gfs_opt.experiments.runner import RunSpec, prepare_trace, run
+    from gfs_opt.experiments.setups import SETUPS
+    from gfs_opt.fileio import json_safe
+    from gfs_opt.policies import make_policy
+    from gfs_opt.traces.placeable import never_placeable_warning
+
+    cargs.check_out_dir(args.out)
+    make_policy(args.policy)          # an unknown policy fails before the trace is loaded
     kw = _spec_kwargs(args)
     kw["policy"] = args.policy
     kw["policy_options"] = _policy_options(args.policy, args)
@@ -108,11 +126,17 @@ def _simulate(args: argparse.Namespace) -> int:
     else:
         kw = {k: v for k, v in kw.items() if v is not None}
         spec = RunSpec(trace=args.trace, **kw)
-    out = run(spec, progress=not args.no_progress)
+    prepared = prepare_trace(spec)
+    _warn(never_placeable_warning(prepared[0]))
+    try:
+        out = run(spec, progress=not args.no_progress, trace=prepared)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"simulate interrupted: {spec.policy} on {spec.trace} did not "
+                                f"finish; nothing written") from None
     if args.out:
         out.write(args.out)
     if args.json:
-        json.dump(out.summary, sys.stdout, indent=2, default=str)
+        json.dump(json_safe(out.summary), sys.stdout, indent=2, allow_nan=False)
         print()
     else:
         print(format_summary(out.summary))
@@ -126,7 +150,7 @@ def print_warnings(summaries: dict[str, dict]) -> None:
     """Each run's warnings on stderr, one line each, named by the run."""
     for name, s in summaries.items():
         for w in s.get("warnings", []):
-            print(f"warning: {name}: {w}", file=sys.stderr)
+            _warn(f"{name}: {w}")
 
 
 def format_summary(s: dict) -> str:
@@ -151,6 +175,9 @@ def format_summary(s: dict) -> str:
         f"  unfinished at end     {s['hp_unfinished']} HP, {s['lp_unfinished']} LP",
         f"  wall {s['wall_s']:.1f} s, {s['events']:,} events ({s['events_per_s']:,.0f}/s)",
     ]
+    if s.get("never_placeable_hp") or s.get("never_placeable_lp"):
+        lines.insert(-1, f"  never placeable       {s.get('never_placeable_hp', 0)} HP, "
+                         f"{s.get('never_placeable_lp', 0)} LP (gang larger than its pool)")
     return "\n".join(lines)
 
 
@@ -161,6 +188,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     if args.setup and args.trace:
         raise GfsError("give either --setup or --trace, not both")
+    cargs.check_out_dir(args.out)
     setup = args.setup or (None if args.trace else "small")
     kw = _spec_kwargs(args)
     base = RunSpec.from_setup(setup, **kw) if setup else RunSpec(
@@ -172,9 +200,10 @@ def _compare(args: argparse.Namespace) -> int:
         for item in args.loads.split(","):
             item = item.strip()
             try:
-                loads[item] = LOADS[item] if item in LOADS else float(item)
-            except ValueError:
-                raise GfsError(f"unknown load '{item}': use low, medium, high or a number") from None
+                loads[item] = LOADS[item] if item in LOADS else cargs.lp_load(item)
+            except argparse.ArgumentTypeError as exc:
+                raise GfsError(f"--loads: unknown load '{item}' ({exc}); use low, medium, high "
+                               f"or a number in [0, {cargs.MAX_LP_LOAD:g}]") from None
     elif setup == "paper-a100":
         loads = dict(SETUPS["paper-a100"].loads)
     else:
@@ -184,20 +213,43 @@ def _compare(args: argparse.Namespace) -> int:
 
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
-        raise GfsError(f"unknown policy {unknown}; choose from {', '.join(POLICIES)}")
+        raise GfsError(f"--policies: unknown policy {unknown}; choose from {', '.join(POLICIES)}")
+    if not policies:
+        raise GfsError("--policies: no policy given")
     if args.forecaster:
         base.policy_options = {"forecaster": args.forecaster}
-    results = compare(base, policies, loads, progress=not args.no_progress)
+    done: dict[str, dict] = {}
+    warned: set[str] = set()
+
+    def finished(load: str, pol: str, o: object) -> None:
+        done.setdefault(load, {})[pol] = o
+        n_hp, n_lp = o.summary.get("never_placeable_hp", 0), o.summary.get("never_placeable_lp", 0)
+        if (n_hp or n_lp) and load not in warned:
+            warned.add(load)
+            _warn(f"{n_hp} HP / {n_lp} LP job(s) at load {load} can never be placed (a gang "
+                  f"larger than its whole pool); counted in never_placeable_hp/_lp")
+        if args.out:
+            o.write(args.out / load / pol)
+
+    try:
+        results = compare(base, policies, loads, progress=not args.no_progress,
+                          on_result=finished)
+    except KeyboardInterrupt:
+        pending = [(ld, p) for ld in loads for p in policies if p not in done.get(ld, {})]
+        n_done = sum(len(v) for v in done.values())
+        where = f"{pending[0][1]} @ {pending[0][0]}" if pending else "the summary"
+        kept = (f"{n_done} finished run(s) kept in {args.out}/LOAD/POLICY and "
+                f"{args.out / 'compare.csv'}" if args.out and n_done else
+                f"{n_done} finished run(s) not saved (no --out)")
+        if args.out and n_done:
+            table(done).to_csv(args.out / "compare.csv", index=False)
+        raise KeyboardInterrupt(f"compare interrupted during {where}; {kept}") from None
     df = table(results)
     print(format_table(df))
     print_warnings({f"{pol} @ {load}": o.summary for load, by_pol in results.items()
                     for pol, o in by_pol.items()})
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out / "compare.csv", index=False)
-        for load, by_pol in results.items():
-            for pol, o in by_pol.items():
-                o.write(args.out / load / pol)
         pngs = plot(results, args.out)
         print(f"wrote {args.out / 'compare.csv'} and {len(pngs)} plots to {args.out}")
     return 0

@@ -14,7 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
+
+#: pending jobs beyond which the exact MILPs are refused: their models alone take longer to build
+#: than any sensible time limit (100,000 pending LP jobs: 43 s and 0.9 GB with --time-limit 5)
+MAX_MILP_PENDING = 10_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,16 +31,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", choices=METHODS, default="both")
     p.add_argument("--step", choices=STEPS, default="all",
                    help="spot quota / LP admission, HP preemption, or both (default)")
-    p.add_argument("--time-limit", type=float, default=10.0, metavar="S",
-                   help="seconds per MILP step (default 10); on time-out the greedy answer is kept")
+    p.add_argument("--time-limit", type=cargs.number(0, 86_400, lo_open=True), default=10.0,
+                   metavar="S",
+                   help="seconds for the whole command (default 10): the MILP steps get what "
+                        "loading and the greedy steps leave; on time-out the greedy answer is kept")
     p.add_argument("--solver", choices=list(SOLVERS), default="scip")
-    p.add_argument("--gap", type=float, default=1e-4, help="relative optimality gap (default 1e-4)")
-    p.add_argument("--candidates", type=int, default=None, metavar="K",
+    p.add_argument("--gap", type=cargs.number(0, 1, hi_open=True), default=1e-4,
+                   help="relative optimality gap in [0, 1) (default 1e-4)")
+    p.add_argument("--candidates", type=cargs.number(0, 1_000_000, integer=True), default=None,
+                   metavar="K",
                    help="preemption: top-K candidate nodes per job type (0 = all; default: automatic)")
     p.add_argument("--hard-guarantee", action="store_true",
                    help="never evict an LP job inside its guarantee window (overrides the file)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--limit", type=int, default=20, metavar="N",
+    p.add_argument("--limit", type=cargs.number(0, 1_000_000, integer=True), default=20,
+                   metavar="N",
                    help="text mode: show at most N placements / ids per list (default 20)")
     p.add_argument("--export", choices=EXPORT_FORMATS, default=None,
                    help="write the model(s) to --out instead of solving")
@@ -45,39 +55,88 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _solve(args: argparse.Namespace) -> int:
+    import time
+
     from gfs_opt.instance import load_instance
     from gfs_opt.preempt.milp import PreemptOptions
     from gfs_opt.solve import SolverOptions
     from gfs_opt.solve_round import solve_round
 
+    t_start = time.perf_counter()
     if args.export and args.out is None:
         raise GfsError("--export needs --out FILE")
-    if args.candidates is not None and args.candidates < 0:
-        raise GfsError("--candidates must be ≥ 0")
-    if not 0 <= args.gap < 1:
-        raise GfsError("--gap must be in [0, 1)")
+    if args.export:
+        cargs.check_out_file(args.out)
     solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap)
+    if args.method != "greedy" or args.export:
+        _refuse_huge_raw(args)
     inst = load_instance(args.instance)
     rnd = inst.round
+    if args.method != "greedy" or args.export:
+        _refuse_huge(args, len(rnd.pending_lp), len(rnd.pending_hp))
     if args.hard_guarantee:   # on the round itself, so the checker judges the greedy by it too
         rnd.params = dataclasses.replace(rnd.params, hard_guarantee=True)
     popts = PreemptOptions(candidates=args.candidates)
     if args.export:
         return _export(rnd, args, popts)
-    res = solve_round(rnd, args.method, args.step, solver, popts)
+    res = solve_round(rnd, args.method, args.step, solver, popts,
+                      deadline=t_start + args.time_limit)
     if args.json:
+        from gfs_opt.fileio import json_safe
+
         doc = {"instance": str(args.instance), "time": rnd.time, **res.as_dict()}
-        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False, default=_jsonable)
+        json.dump(json_safe(doc), sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)
         sys.stdout.write("\n")
     else:
         print(format_result(res, rnd, str(args.instance), args.limit))
+    failed = [r for r in _milp_reports(res) if r.status == "error"]
+    if failed:
+        why = failed[0].message or "solver error"
+        print(f"gfs-opt: error: the {failed[0].step} MILP failed ({why}); the greedy answer is "
+              f"shown instead", file=sys.stderr)
+        return 1
     return 0
 
 
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+def _milp_reports(res: Any) -> list[Any]:
+    out = []
+    if res.quota_milp is not None:
+        out.append(res.quota_milp.report)
+    if res.preempt_milp is not None:
+        out += [r for r in res.preempt_milp.decision.reports if r.method == "milp"]
+    return out
+
+
+def _refuse(args: argparse.Namespace, what: str, n: int) -> None:
+    raise GfsError(f"{args.instance}: {n:,} pending {what} jobs; the exact MILPs are limited to "
+                   f"{MAX_MILP_PENDING:,} (their models take minutes to build): use --method "
+                   f"greedy, or cut a smaller round")
+
+
+def _refuse_huge(args: argparse.Namespace, n_lp: int, n_hp: int) -> None:
+    if args.step in ("all", "quota") and n_lp > MAX_MILP_PENDING:
+        _refuse(args, "LP", n_lp)
+    if args.step in ("all", "preemption") and n_hp > MAX_MILP_PENDING:
+        _refuse(args, "HP", n_hp)
+
+
+def _refuse_huge_raw(args: argparse.Namespace) -> None:
+    """Refuse before the (slow) full validation when a large file's raw lists are already too
+    long; small files skip this and are checked after loading."""
+    try:
+        big = args.instance.stat().st_size > 5_000_000
+    except OSError:
+        return                      # load_instance reports the file problem
+    if not big:
+        return
+    try:
+        doc = json.loads(args.instance.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return
+    if isinstance(doc, dict):
+        lp, hp = doc.get("pending_lp"), doc.get("pending_hp")
+        _refuse_huge(args, len(lp) if isinstance(lp, list) else 0,
+                     len(hp) if isinstance(hp, list) else 0)
 
 
 def _export(rnd: Any, args: argparse.Namespace, popts: Any) -> int:
@@ -185,6 +244,9 @@ def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
             if len(items) > limit:
                 lines.append(f"    … (+{len(items) - limit})")
             lines.append(f"  {name} victims: {_ids(sorted(dec.victims), limit)}")
+    if res.notes:
+        lines.append("")
+        lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)
 
 

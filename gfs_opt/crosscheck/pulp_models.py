@@ -9,6 +9,7 @@ scenario data, so agreeing optima check the reductions. Small rounds only.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,14 @@ from gfs_opt.quota.rule import class_hours
 
 
 def _cbc(time_limit: float) -> pulp.LpSolver:
-    return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, threads=1)
+    """CBC through COIN_CMD (PuLP ≥ 3.3): a ``cbc`` on PATH (``pulp[cbc]``), else PuLP's own."""
+    path = shutil.which("cbc")
+    if path is None:
+        try:
+            from pulp.apis.coin_api import pulp_cbc_path as path
+        except ImportError:   # a PuLP without the bundled binary: COIN_CMD finds cbc itself
+            path = None
+    return pulp.COIN_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, threads=1, path=path)
 
 
 @dataclass(slots=True)
@@ -49,7 +57,7 @@ def _plain_placement(prob: pulp.LpProblem, rnd: Round, jobs: list[int],
         for n, gpus in run.placement:
             for g in gpus:
                 lp_on.setdefault(int(st.node_first_gpu[n]) + g, []).append((j, milli_per_gpu(run.job.g)))
-    u = {i: pulp.LpVariable(f"u_{i}", cat="Binary") for i in jobs}
+    u = {i: prob.add_variable(f"u_{i}", cat="Binary") for i in jobs}
     b: dict[tuple[int, int, int], pulp.LpVariable] = {}
     for i in jobs:
         job = rnd.jobs[i]
@@ -58,12 +66,12 @@ def _plain_placement(prob: pulp.LpProblem, rnd: Round, jobs: list[int],
         for r in range(job.workers):
             on_node = []
             for n in range(lo, hi):
-                p = pulp.LpVariable(f"p_{i}_{r}_{n}", cat="Binary")
+                p = prob.add_variable(f"p_{i}_{r}_{n}", cat="Binary")
                 on_node.append(p)
                 gl = []
                 for g in range(int(st.node_gpus[n])):
                     gi = int(st.node_first_gpu[n]) + g
-                    b[(i, r, gi)] = pulp.LpVariable(f"b_{i}_{r}_{gi}", cat="Binary")
+                    b[(i, r, gi)] = prob.add_variable(f"b_{i}_{r}_{gi}", cat="Binary")
                     gl.append(b[(i, r, gi)])
                 prob += pulp.lpSum(gl) == k * p
             prob += pulp.lpSum(on_node) == u[i]
@@ -105,7 +113,7 @@ def solve_preemption_pulp(rnd: Round, obj: PreemptObjective = DEFAULT_OBJECTIVE,
     prob = pulp.LpProblem("preemption_plain", pulp.LpMaximize)
     jobs = [j for j in rnd.pending_hp
             if rnd.jobs[j].cls is JobClass.HP and rnd.jobs[j].pool in rnd.state.pool_index]
-    z = {j: pulp.LpVariable(f"z_{j}", cat="Binary") for j, run in rnd.running.items()
+    z = {j: prob.add_variable(f"z_{j}", cat="Binary") for j, run in rnd.running.items()
          if run.job.cls is JobClass.LP and not (protect and run.in_window(rnd.time))}
     plain = _plain_placement(prob, rnd, jobs, z)
     value = {i: hp_value(rnd, i, obj) for i in jobs}
@@ -141,7 +149,7 @@ def solve_quota_pulp(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
     pending = [j for j in rnd.pending_lp if rnd.jobs[j].pool in st.pool_index
                and rnd.jobs[j].demand <= st.capacity_gpus(rnd.jobs[j].pool) * MILLI]
     plain = _plain_placement(prob, rnd, pending, {}) if opts.pack else None
-    x = plain.u if plain else {j: pulp.LpVariable(f"x_{j}", cat="Binary") for j in pending}
+    x = plain.u if plain else {j: prob.add_variable(f"x_{j}", cat="Binary") for j in pending}
     for pool in st.pools:
         jobs = [j for j in pending if rnd.jobs[j].pool == pool]
         if not jobs:
@@ -159,7 +167,7 @@ def solve_quota_pulp(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
                     if left > 0 and h < class_hours(left, H):
                         L[h] += run.job.demand
         tag = "".join(ch if ch.isalnum() else "_" for ch in pool)
-        z = [pulp.LpVariable(f"z_{tag}_{s}", cat="Binary") for s in range(S)]
+        z = [prob.add_variable(f"z_{tag}_{s}", cat="Binary") for s in range(S)]
         big_m = sum(rnd.jobs[j].demand for j in jobs)
         for h in range(H):
             cover = [j for j in jobs if h < class_hours(rnd.jobs[j].guarantee_h, H)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -14,13 +13,16 @@ from typing import Any
 import pandas as pd
 
 from gfs_opt.errors import GfsError
+from gfs_opt.experiments.run_checks import check_window
 from gfs_opt.experiments.setups import SETUPS, lp_window
+from gfs_opt.fileio import file_mode, json_safe
 from gfs_opt.model import Params
 from gfs_opt.policies import make_policy
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
 from gfs_opt.traces.base import Trace, parse_time
+from gfs_opt.traces.placeable import never_placeable_counts
 
 
 @dataclass
@@ -69,25 +71,18 @@ class RunOutput:
     def write(self, out: Path) -> None:
         """Write every table; each file appears whole or not at all."""
         out.mkdir(parents=True, exist_ok=True)
-        _atomic_text(out / "summary.json", json.dumps(
+        _atomic_text(out / "summary.json", json.dumps(json_safe(
             {"spec": asdict(self.spec), "summary": self.summary, "wall_s": self.wall_s,
-             "events": self.events}, indent=2, default=_json_default))
+             "events": self.events}), indent=2, allow_nan=False))
         for name, df in (("per_class", self.per_class), ("per_pool", self.per_pool),
                          ("timeseries", self.timeseries), ("jobs", self.jobs),
                          ("quota_log", self.quotas)):
             _atomic_csv(out / f"{name}.csv", df)
 
 
-def _json_default(o: object) -> object:
-    if isinstance(o, float) and math.isnan(o):
-        return None
-    if hasattr(o, "item"):
-        return o.item()  # numpy scalars
-    return str(o)
-
-
 def _atomic_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.fchmod(fd, file_mode())   # not mkstemp's private 0600
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
     os.replace(tmp, path)
@@ -95,6 +90,7 @@ def _atomic_text(path: Path, text: str) -> None:
 
 def _atomic_csv(path: Path, df: pd.DataFrame) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.fchmod(fd, file_mode())   # not mkstemp's private 0600
     os.close(fd)
     df.to_csv(tmp, index=df.index.name is not None)
     os.replace(tmp, path)
@@ -129,6 +125,7 @@ def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
         raise GfsError(str(exc)) from None
     if trace.jobs.empty:
         raise GfsError("no jobs left after selecting pools and window")
+    check_window(trace, lo, hi)
     classes = spec.params.get("guarantee_classes")
     if classes:
         trace = assign_guarantee_classes(trace, tuple(float(c) for c in classes), spec.seed)
@@ -188,6 +185,7 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
     summary.update({"policy": spec.policy, "policy_options": res.options, "wall_s": res.wall_s,
                     "events": res.events, "events_per_s": res.events / max(res.wall_s, 1e-9),
                     "trace_notes": trace_.notes})
+    summary.update(never_placeable_counts(trace_))
     diagnostics = policy.diagnostics()
     summary.update(diagnostics)
     warnings: list[str] = []

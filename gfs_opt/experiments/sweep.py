@@ -41,6 +41,7 @@ from gfs_opt.experiments.runner import RunOutput
 from gfs_opt.experiments.sweep_cell import CellOutcome
 from gfs_opt.experiments.sweep_engines import Engine, Task
 from gfs_opt.experiments.sweep_spec import Cell, memory_hint_mb
+from gfs_opt.fileio import file_mode
 
 CELL_FILE = "cell.json"
 RESULT_FILES = ("results.parquet", "results.csv", "summary.csv", "timings.csv")
@@ -85,6 +86,7 @@ def _publish_modes(root: Path) -> None:
 def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
     """Write via ``write(tmp)`` then rename: the file appears whole or not at all."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.fchmod(fd, file_mode())   # not mkstemp's private 0600
     os.close(fd)
     try:
         write(tmp)

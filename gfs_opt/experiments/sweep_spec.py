@@ -178,6 +178,8 @@ class SweepSpec(BaseModel):
     def _times(cls, v: list[Any] | None) -> list[Any] | None:
         for x in v or ():
             _check_time(x)
+        if v is not None:
+            _check_order(v[0], v[1])
         return v
 
     @field_validator("replay_from")
@@ -211,6 +213,25 @@ def _eta_bounds(params: dict[str, Any], lows: list[Any] | None = None,
 def _short(x: Any) -> str:
     text = repr(x)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_order(start: Any, end: Any) -> None:
+    """A window ends after it starts (caught here, before any cell runs). Two dates or two
+    numbers compare without knowing the trace; a date against seconds depends on the trace's
+    origin and is checked when the cell's trace is loaded."""
+    def as_number(x: Any) -> float | None:
+        try:
+            return float(x)
+        except (TypeError, ValueError):
+            return None
+
+    a, b = as_number(start), as_number(end)
+    if a is None and b is None:
+        reversed_ = pd.Timestamp(str(end)) <= pd.Timestamp(str(start))
+    else:
+        reversed_ = a is not None and b is not None and b <= a
+    if reversed_:
+        raise ValueError(f"end {end} is not after start {start}")
 
 
 def _check_time(x: Any) -> None:
@@ -300,18 +321,32 @@ def validate_spec(doc: Any, source: object = "<spec>") -> SweepSpec:
 
 
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    # an unknown key is usually the typo behind a "required key missing": report it first
+    err = min(errors, key=lambda e: e["type"] != "extra_forbidden")
     loc = ""
     for part in err["loc"]:
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        msg = "unknown key"
+        msg = "unknown key" + _did_you_mean(err["loc"])
     elif err["type"] == "missing":
         msg = "required key missing"
     more = len(exc.errors()) - 1
     tail = f" (+{more} more problem{'s' if more > 1 else ''})" if more else ""
     return (f"key '{loc}': {msg}" if loc else msg) + tail
+
+
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    import difflib
+
+    model: type[BaseModel] = SweepSpec
+    if len(loc) == 2 and loc[0] == "params":
+        model = ParamsSpec
+    elif len(loc) != 1:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(model.model_fields)})"
 
 
 def _check_policies(spec: SweepSpec, source: object) -> None:

@@ -43,7 +43,7 @@ def drop_trailing_collapse(wide: pd.DataFrame, ratio: float = 0.1) -> pd.DataFra
 def load_alibaba_hourly(path: Path | None = None) -> pd.DataFrame:
     path = path or alibaba_hourly_path()
     if not path.exists():
-        raise InputError(path, "not found (set $GFS_DATA_DIR to the shared data folder)")
+        raise InputError(path, "not found (shipped in gfs_opt/data: reinstall gfs-opt)")
     try:
         wide = pd.read_csv(path)
     except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -77,12 +77,29 @@ def load_series_csv(path: Path) -> pd.DataFrame:
     return df[["ds", "series", "y"]]
 
 
-def load_history(source: str, seed: int = 0) -> tuple[pd.DataFrame, str]:
-    """(ds, series, y) frame and a one-line description of where it came from."""
+def _is_trace_file(path: Path) -> bool:
+    name = path.name
+    return (name == "job_info_df.csv" or name.startswith("openb_pod_list")
+            or name.startswith("trace_job_"))
+
+
+def load_history(source: str, seed: int = 0,
+                 columns: dict[str, str | None] | None = None) -> tuple[pd.DataFrame, str]:
+    """(ds, series, y) frame and a one-line description of where it came from.
+
+    ``columns`` (time_col, series_col, value_col) maps a CSV's column names; see `series_csv`."""
     if source == ALIBABA_HOURLY:
         df = load_alibaba_hourly()
         return df, f"alibaba-hourly: {df['series'].nunique()} pools × {df['ds'].nunique()} hours"
     path = Path(source).expanduser()
+    if path.is_file() and path.suffix == ".csv" and not _is_trace_file(path):
+        from gfs_opt.forecast.series_csv import load_series_file
+
+        df = load_series_file(path, **(columns or {}))
+        return df, f"{path}: {df['series'].nunique()} series × {df['ds'].nunique()} hours"
+    if columns and any(columns.values()):
+        raise GfsError("--time-col/--series-col/--value-col apply to a series CSV, not to "
+                       f"trace source {source!r}")
     if path.is_file() and path.suffix == ".csv" and {"ds", "series", "y"} & set(_csv_header(path)):
         missing = sorted({"ds", "series", "y"} - set(_csv_header(path)))
         if missing:

@@ -97,6 +97,12 @@ class SimResult:
     policy: str
     options: dict = field(default_factory=dict)
 
+    def summary(self, price_per_gpu_hour: float = 2.0) -> dict:
+        """The run's headline metrics (the dict `experiments.runner.run` returns as ``summary``)."""
+        from gfs_opt.sim.metrics import summarize
+
+        return summarize(self.recorder, price_per_gpu_hour)
+
 
 class Simulator:
     """Replays a trace through one policy."""

@@ -23,12 +23,14 @@ from gfs_opt.errors import InputError
 from gfs_opt.model import MILLI, gpus_to_milli
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 from gfs_opt.traces.csvio import (
+    MAX_TIME_S,
     apply_unique,
     data_row,
     fail_first,
     numeric_column,
     read_table,
     require_columns,
+    require_rows,
     text_column,
     unique_column,
 )
@@ -84,8 +86,8 @@ def jobs_from_raw(raw: pd.DataFrame, nodes: pd.DataFrame,
     gpu_req = numeric_column(raw, "gpu_request", source, minimum=0, maximum=MAX_NODE_GPUS)
     workers = numeric_column(raw, "worker_num", source, integer=True, minimum=1,
                              maximum=MAX_WORKERS)
-    submit = numeric_column(raw, "submit_time", source, minimum=0)
-    duration = numeric_column(raw, "duration", source, minimum=0)
+    submit = numeric_column(raw, "submit_time", source, minimum=0, maximum=MAX_TIME_S)
+    duration = numeric_column(raw, "duration", source, minimum=0, maximum=MAX_TIME_S)
     unique_column(names, source, "job_name", "job_name")
 
     uses_gpu = gpu_req > 0
@@ -152,5 +154,8 @@ def load_alibaba(folder: Path, name: str | None = None) -> Trace:
     node_path, job_path = folder / NODE_FILE, folder / JOB_FILE
     nodes = load_alibaba_nodes(node_path)
     raw_jobs = read_table(job_path, RAW_JOB_COLUMNS, text=_JOB_TEXT)
+    require_rows(raw_jobs, job_path, "jobs")
     jobs, notes = jobs_from_raw(raw_jobs, nodes, job_path)
+    if jobs.empty:
+        raise InputError(job_path, "every job is CPU-only (gpu_request 0): nothing to schedule")
     return Trace(nodes, jobs, name=name or folder.resolve().name, notes=notes)

@@ -28,10 +28,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 from gfs_opt.errors import GfsError
-from gfs_opt.paths import calibration_targets_path
+from gfs_opt.paths import alibaba_dir, calibration_targets_path
 
 NODE_SLACK_GPUS = 8
 Row = dict
@@ -74,6 +75,36 @@ def _abs(x: float):
 
 def _log10(x: float):
     return f"±{x:g} log10", lambda t, a: a > 0 and t > 0 and abs(math.log10(a / t)) <= x
+
+
+@lru_cache(maxsize=1)
+def _real_nodes() -> dict[str, tuple[str, int]]:
+    """node_name → (gpu model, GPUs) of the real v2026 node file (shipped)."""
+    import pandas as pd
+
+    nodes = pd.read_csv(alibaba_dir() / "node_info_df.csv")
+    return {str(n): (str(m), int(g)) for n, m, g in
+            zip(nodes["node_name"], nodes["gpu_model"], nodes["gpu_capacity_num"], strict=True)}
+
+
+def calibration_scale(trace: object) -> float | None:
+    """The scale at which ``trace`` can be scored against the targets, or None.
+
+    The targets describe the real v2026 trace on its whole cluster, so only traces on that
+    cluster are comparable: the real job file or a full-scale synthetic trace (scale 1), or a
+    synthetic trace on a stratified sample of its nodes with every GPU model present (`trace
+    synth --scale s`: scale = share of the nodes kept). Other clusters (subsets of the GPU models
+    such as `small` or `paper-a100`, other traces) are not scored.
+    """
+    real = _real_nodes()
+    nodes = trace.nodes  # type: ignore[attr-defined]
+    mine = {str(n): (str(p), int(g)) for n, p, g in
+            zip(nodes["node_name"], nodes["pool"], nodes["gpus"], strict=True)}
+    if not mine or any(real.get(n) != v for n, v in mine.items()):
+        return None
+    if {m for m, _ in mine.values()} != {m for m, _ in real.values()}:
+        return None
+    return len(mine) / len(real)
 
 
 def calibration_report(stats: dict, targets_path: Path | str | None = None,

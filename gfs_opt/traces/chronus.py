@@ -29,15 +29,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gfs_opt.errors import GfsError
+from gfs_opt.errors import GfsError, InputError
 from gfs_opt.model import MILLI
 from gfs_opt.traces.alibaba import DEFAULT_GUARANTEE_H
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 from gfs_opt.traces.csvio import (
+    MAX_TIME_S,
     data_row,
     fail_first,
     numeric_column,
     read_table,
+    require_rows,
     text_column,
     unique_column,
 )
@@ -79,6 +81,7 @@ def load_chronus(csv: Path, *, nodes: int | None = None, gpus_per_node: int = DE
         raise ValueError(f"soft_class must be 'HP' or 'LP', got {soft_class!r}")
     class_of = {**CLASS_OF_JOB_TYPE, "soft": soft_class}
     raw = read_table(csv, JOB_FILE_COLUMNS, text=["user", "job_type"])
+    require_rows(raw, csv, "jobs")
     job_id = numeric_column(raw, "job_id", csv, integer=True, minimum=0,
                             maximum=2**53).astype(np.int64)  # exact in float64, fits int64
     unique_column(pd.Series(job_id), csv, "job_id", "job_id")
@@ -93,8 +96,8 @@ def load_chronus(csv: Path, *, nodes: int | None = None, gpus_per_node: int = DE
     # the cluster is sized to the peak demand: bound requests so a typo cannot size it absurdly
     num_gpu = numeric_column(raw, "num_gpu", csv, integer=True, minimum=0,
                              maximum=100_000).astype(np.int64)
-    submit = numeric_column(raw, "submit_time", csv, minimum=0)
-    duration = numeric_column(raw, "duration", csv, minimum=0)
+    submit = numeric_column(raw, "submit_time", csv, minimum=0, maximum=MAX_TIME_S)
+    duration = numeric_column(raw, "duration", csv, minimum=0, maximum=MAX_TIME_S)
 
     per_worker, workers = worker_split(num_gpu, gpus_per_node)
     cls = jtype.map(class_of).to_numpy()
@@ -121,6 +124,8 @@ def load_chronus(csv: Path, *, nodes: int | None = None, gpus_per_node: int = DE
         notes.append(f"dropped {int((~uses_gpu).sum()):,} CPU-only job(s) with num_gpu 0 "
                      f"(first at {csv} row {data_row(int(np.argmax(~uses_gpu)))})")
         jobs = jobs[uses_gpu].reset_index(drop=True)
+        if jobs.empty:
+            raise InputError(csv, "every job is CPU-only (num_gpu 0): nothing to schedule")
     split = int((num_gpu > gpus_per_node).sum())
     if split:
         notes.append(f"{split} job(s) above {gpus_per_node} GPUs split into equal multi-GPU workers")

@@ -19,6 +19,9 @@ import pandas as pd
 from gfs_opt.errors import InputError
 
 HEADER_ROW = 1
+#: upper bound of submit times and durations (seconds): ten years is longer than any public trace,
+#: and a typo such as 1e15 would otherwise size hourly arrays to terabytes downstream
+MAX_TIME_S = 10 * 365 * 86_400.0
 
 
 def data_row(position: int) -> int:
@@ -45,6 +48,11 @@ def read_table(path: Path, required: Sequence[str], *, text: Sequence[str] = ())
         raise InputError(path, "not a UTF-8 text file") from None
     require_columns(df, required, path)
     return df
+
+
+def require_rows(df: pd.DataFrame, source: object, what: str) -> None:
+    if df.empty:
+        raise InputError(source, f"no {what} (the file has a header but no data rows)")
 
 
 def require_columns(df: pd.DataFrame, required: Sequence[str], source: object) -> None:

@@ -5,7 +5,7 @@ Recognised sources, in the order they are tried:
    a path to a job_info_df.csv means its folder;
 2. a file named ``openb_pod_list*.csv`` → Alibaba 2023 GPU-sharing pods (`load_openb`);
 3. a file named ``trace_job_*.csv`` → Chronus's Philly-derived trace (`load_chronus`);
-4. ``ref-toy`` → the reference toy trace in the data folder;
+4. ``ref-toy`` → the reference toy trace shipped in ``gfs_opt/data``;
 5. any other name → `gfs_opt.traces.synth.builtin_trace` (synthetic traces, seeded).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gfs_opt.errors import GfsError, InputError
-from gfs_opt.paths import data_dir
+from gfs_opt.paths import ref_toy_dir
 from gfs_opt.traces.alibaba import JOB_FILE, NODE_FILE, load_alibaba
 from gfs_opt.traces.base import Trace
 from gfs_opt.traces.chronus import load_chronus
@@ -32,7 +32,7 @@ def load_trace(source: str | Path, *, seed: int = 0) -> Trace:
         return _load_path(path)
     text = str(source)
     if text == REF_TOY:
-        return load_alibaba(data_dir() / REF_TOY, name=REF_TOY)
+        return load_alibaba(ref_toy_dir(), name=REF_TOY)
     if isinstance(source, Path) or "/" in text or text.endswith(".csv"):
         raise InputError(path, f"no such file or folder (expected {ACCEPTED})")
     return _builtin(text, seed)

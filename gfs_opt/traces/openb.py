@@ -33,10 +33,12 @@ from gfs_opt.model import MILLI
 from gfs_opt.traces.alibaba import DEFAULT_GUARANTEE_H
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 from gfs_opt.traces.csvio import (
+    MAX_TIME_S,
     data_row,
     fail_first,
     numeric_column,
     read_table,
+    require_rows,
     text_column,
     unique_column,
 )
@@ -82,6 +84,7 @@ def load_openb(pod_csv: Path, node_csv: Path | None = None, *, assign: Assign = 
     nodes, notes = load_openb_nodes(node_csv)
     raw = read_table(pod_csv, POD_COLUMNS, text=["name", "qos", "gpu_spec"])
     src = pod_csv
+    require_rows(raw, src, "pods")
 
     names = text_column(raw, "name", src)
     unique_column(names, src, "name", "pod name")
@@ -92,9 +95,10 @@ def load_openb(pod_csv: Path, node_csv: Path | None = None, *, assign: Assign = 
     shared = num_gpu == 1
     fail_first(shared & ((milli < 1) | (milli > MILLI)), src, "gpu_milli",
                lambda p: f"a 1-GPU pod needs gpu_milli in 1..{MILLI}, got {milli[p]:g}")
-    created = numeric_column(raw, "creation_time", src, minimum=0)
-    deleted = numeric_column(raw, "deletion_time", src, minimum=0)
-    scheduled = numeric_column(raw, "scheduled_time", src, minimum=0, allow_missing=True)
+    created = numeric_column(raw, "creation_time", src, minimum=0, maximum=MAX_TIME_S)
+    deleted = numeric_column(raw, "deletion_time", src, minimum=0, maximum=MAX_TIME_S)
+    scheduled = numeric_column(raw, "scheduled_time", src, minimum=0, maximum=MAX_TIME_S,
+                               allow_missing=True)
     fail_first(scheduled < created, src, "scheduled_time",
                lambda p: f"scheduled at {scheduled[p]:g}, before its creation at {created[p]:g}")
     start = np.where(np.isnan(scheduled), created, scheduled)
@@ -127,6 +131,8 @@ def load_openb(pod_csv: Path, node_csv: Path | None = None, *, assign: Assign = 
         notes.append(f"dropped {dropped:,} CPU-only pod(s) with num_gpu 0 "
                      f"(first at {src} row {data_row(int(np.argmax(~uses_gpu)))})")
         jobs = jobs[uses_gpu].reset_index(drop=True)
+        if jobs.empty:
+            raise InputError(src, "every job is CPU-only (num_gpu 0): nothing to schedule")
     notes.append(f"pools assigned by {assign!r}; org = {DEFAULT_ORG!r} (the trace has no tenants)")
     return Trace(nodes, jobs, name=name or pod_csv.stem, notes=notes)
 

@@ -1,9 +1,9 @@
 """The real Alibaba v2026 aggregates that drive the synthetic generator, read once per process.
 
-Everything comes from ``$GFS_DATA_DIR/alibaba-spot-gpu-v2026``: the real node file, the
-calibration targets and the per-hour / per-day / per-org tables derived from the real job file
-(``derived_sultanul_ovi``). Nothing here is copied into the package; when the folder is absent the
-generator cannot run and says so in one line.
+Everything comes from the package data ``gfs_opt/data/alibaba-spot-gpu-v2026`` (provenance in
+``gfs_opt/data/NOTICE``): the real node file, the calibration targets and the per-hour / per-day /
+per-org tables derived from the real job file (``derived_sultanul_ovi``). A missing file (a broken
+install) is one line naming it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class RealAggregates:
 def _read(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise GfsError(f"{path}: missing; the synthetic Alibaba-like trace is driven by the real "
-                       f"aggregates in $GFS_DATA_DIR/alibaba-spot-gpu-v2026 (see shared/data/README.md)")
+                       f"aggregates shipped in gfs_opt/data (reinstall gfs-opt)")
     return pd.read_csv(path)
 
 

@@ -1,0 +1,227 @@
+"""`gfs-opt data fetch` against a local HTTP server on 127.0.0.1 (no internet needed).
+
+The server serves the shipped ref-toy job file (in the Alibaba v2026 schema, pools that the
+shipped node file has) with HTTP Range support, and can be told to break a response off half-way
+or to ignore Range requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_fuzz_cli import run_cli
+
+from gfs_opt.paths import alibaba_dir, ref_toy_dir
+
+PAYLOAD = (ref_toy_dir() / "job_info_df.csv").read_bytes()
+GOOD = hashlib.sha256(PAYLOAD).hexdigest()
+
+
+class Server:
+    def __init__(self) -> None:
+        self.cut_after: int | None = None      # break the next response off after this many bytes
+        self.ignore_range = False
+        self.status = 200
+        self.ranges: list[str | None] = []
+
+
+@contextlib.contextmanager
+def serve() -> Iterator[tuple[Server, str]]:
+    state = Server()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            header = self.headers.get("Range")
+            state.ranges.append(header)
+            if state.status != 200:
+                self.send_error(state.status)
+                return
+            start = 0
+            if header and not state.ignore_range:
+                start = int(header.removeprefix("bytes=").split("-")[0])
+                if start >= len(PAYLOAD):
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{len(PAYLOAD)}")
+                    self.end_headers()
+                    return
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{len(PAYLOAD) - 1}/{len(PAYLOAD)}")
+            else:
+                self.send_response(200)
+            body = PAYLOAD[start:]
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if state.cut_after is not None:
+                body, state.cut_after = body[:state.cut_after], None
+                self.wfile.write(body)
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(body)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.timeout = 5
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{httpd.server_address[1]}/job_info_df.csv"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def fetch_cli(dest: Path, url: str, sha: str = GOOD) -> tuple[int, str, str]:
+    return run_cli("data", "fetch", "alibaba-v2026", "--dest", str(dest), "--url", url,
+                   "--sha256", sha, "--no-progress")
+
+
+def one_line_error(code: int, err: str) -> str:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gfs-opt: error: "), err
+    return lines[0]
+
+
+def test_good_hash_writes_a_usable_trace_folder(tmp_path: Path) -> None:
+    dest = tmp_path / "alibaba"
+    with serve() as (_state, url):
+        code, out, err = fetch_cli(dest, url)
+    assert code == 0, err
+    assert (dest / "job_info_df.csv").read_bytes() == PAYLOAD
+    assert (dest / "node_info_df.csv").read_bytes() == (alibaba_dir() / "node_info_df.csv").read_bytes()
+    assert (dest / "job_info_df.csv").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in dest.iterdir()) == ["job_info_df.csv", "node_info_df.csv"]
+    assert f"--trace {dest}" in out
+    from gfs_opt.traces.load import load_trace
+
+    trace = load_trace(dest)
+    assert len(trace.nodes) == 4278 and len(trace.jobs) == len(load_trace("ref-toy").jobs)
+    # run again: verified in place, nothing downloaded
+    with serve() as (state, url):
+        code, out, err = fetch_cli(dest, url)
+    assert code == 0 and "already present" in out and state.ranges == []
+
+
+def test_wrong_hash_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    dest = tmp_path / "alibaba"
+    with serve() as (_state, url):
+        code, _out, err = fetch_cli(dest, url, sha="0" * 64)
+    line = one_line_error(code, err)
+    assert "sha256 mismatch" in line and "0" * 64 in line and GOOD in line
+    assert list(dest.iterdir()) == []
+
+
+def test_interrupted_download_resumes_with_range(tmp_path: Path) -> None:
+    dest = tmp_path / "alibaba"
+    with serve() as (state, url):
+        state.cut_after = 50_000
+        code, _out, err = fetch_cli(dest, url)
+        line = one_line_error(code, err)
+        assert "broke off" in line and "resume" in line
+        part = dest / ".job_info_df.csv.part"
+        assert part.stat().st_size == 50_000 and not (dest / "job_info_df.csv").exists()
+        code, out, err = fetch_cli(dest, url)
+        assert code == 0, err
+        assert state.ranges[-1] == "bytes=50000-"
+    assert "resumed after 50,000 bytes" in out
+    assert (dest / "job_info_df.csv").read_bytes() == PAYLOAD and not part.exists()
+
+
+def test_server_ignoring_range_restarts_cleanly(tmp_path: Path) -> None:
+    dest = tmp_path / "alibaba"
+    dest.mkdir()
+    (dest / ".job_info_df.csv.part").write_bytes(b"garbage that is not the file's start")
+    with serve() as (state, url):
+        state.ignore_range = True
+        code, _out, err = fetch_cli(dest, url)
+    assert code == 0, err
+    assert (dest / "job_info_df.csv").read_bytes() == PAYLOAD
+
+
+def test_corrupt_part_file_fails_the_hash_and_is_removed(tmp_path: Path) -> None:
+    dest = tmp_path / "alibaba"
+    dest.mkdir()
+    (dest / ".job_info_df.csv.part").write_bytes(b"X" * 1000)   # wrong bytes, resumed after
+    with serve() as (_state, url):
+        code, _out, err = fetch_cli(dest, url)
+        assert "sha256 mismatch" in one_line_error(code, err)
+        assert list(dest.iterdir()) == []
+        code, _out, err = fetch_cli(dest, url)          # and the next try starts clean
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("problem", ["404", "refused", "bad-url", "bad-sha", "dest-is-file",
+                                     "existing-other-file", "unknown-dataset"])
+def test_fetch_errors_are_one_line(tmp_path: Path, problem: str) -> None:
+    dest = tmp_path / "alibaba"
+    with serve() as (state, url):
+        sha = GOOD
+        if problem == "404":
+            state.status = 404
+        elif problem == "refused":
+            url = "http://127.0.0.1:9/job_info_df.csv"
+        elif problem == "bad-url":
+            url = "ftp://127.0.0.1/x.csv"
+        elif problem == "bad-sha":
+            sha = "xyz"
+        elif problem == "dest-is-file":
+            dest.write_text("x")
+        elif problem == "existing-other-file":
+            dest.mkdir()
+            (dest / "job_info_df.csv").write_text("mine")
+        if problem == "unknown-dataset":
+            code, _out, err = run_cli("data", "fetch", "nope", "--dest", str(dest))
+        else:
+            code, _out, err = fetch_cli(dest, url, sha)
+    assert "Traceback" not in err
+    if problem == "unknown-dataset":     # argparse's own choice check
+        assert code == 2 and "alibaba-v2026" in err
+        return
+    line = one_line_error(code, err)
+    flag = {"bad-url": "--url", "bad-sha": "--sha256", "dest-is-file": "--dest"}.get(problem)
+    assert flag is None or flag in line
+    if problem == "existing-other-file":
+        assert (dest / "job_info_df.csv").read_text() == "mine" and "expected" in line
+    elif problem != "dest-is-file":
+        assert not dest.exists() or not any(p.name.startswith(".job") for p in dest.iterdir())
+
+
+def test_ctrl_c_keeps_the_part_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gfs_opt.fetch as fetch_mod
+
+    real_open = fetch_mod._open
+
+    class Stop:
+        def __init__(self, resp: object) -> None:
+            self.resp, self.calls = resp, 0
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.resp, name)
+
+        def __enter__(self) -> Stop:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.resp.close()  # type: ignore[attr-defined]
+
+        def read(self, n: int) -> bytes:
+            self.calls += 1
+            if self.calls > 1:
+                raise KeyboardInterrupt
+            return self.resp.read(n)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(fetch_mod, "_open", lambda url, offset: Stop(real_open(url, offset)))
+    dest = tmp_path / "alibaba"
+    with serve() as (_state, url):
+        code, _out, err = fetch_cli(dest, url)
+    assert code == 130 and "interrupted" in err and "resume" in err and "Traceback" not in err
+    assert (dest / ".job_info_df.csv.part").stat().st_size == fetch_mod.CHUNK
