@@ -67,6 +67,10 @@ QUICK: list[Rule] = [
          "the default 10 s MILP budget only waits longer for the same answer"),
     Rule(r"^gfs-opt forecast backtest", r"$", " --weeks 0.5 --max-series 1 --no-progress",
          "eight weeks × six pools of daily Prophet refits take minutes"),
+    Rule(r"\$GFS_DATA_DIR/chronus-philly-slo/trace_job_Philly_MIX1\.csv",
+         r"\$GFS_DATA_DIR/chronus-philly-slo/trace_job_Philly_MIX1\.csv", "trace_job_standin.csv",
+         "the Chronus trace is an optional input in $GFS_DATA_DIR (never in the repository); a "
+         "stand-in in its format (`write_chronus_standin`) goes through the same loader"),
     Rule(r"^gfs-opt sweep examples/sweep-paper-a100\.toml(?!.*--dry-run)",
          r"examples/sweep-paper-a100\.toml", "examples/sweep-small.toml",
          "45 month-long simulations; the small example runs the same engines in seconds"),
@@ -155,6 +159,7 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GFS_DATA_DIR", str(tmp_path / "no-data-here"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    write_chronus_standin(tmp_path / "trace_job_standin.csv")
     with serve() as (_state, url):
         import gfs_opt.fetch as fetch_mod
         import gfs_opt.traces.verify as verify_mod
@@ -165,6 +170,16 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
                                               ds.companions, ds.about))
         monkeypatch.setattr(verify_mod, "JOB_FILE_SHA256", GOOD)
         yield tmp_path
+
+
+def write_chronus_standin(path: Path, n: int = 120) -> Path:
+    """A Chronus-format trace (`trace_job_*.csv` columns): strict and best-effort jobs over ~5 h."""
+    head = ("job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,"
+            "expect_time_list,expect_value_list,best_effort,job_type\n")
+    rows = [f"{i},vc{i % 4},{(1, 2, 4, 8)[i % 4]},{150 * i},1,m,{600 + 40 * (i % 9)},1,1,1,"
+            f"{int(i % 3 == 0)},{'best' if i % 3 == 0 else 'strict'}\n" for i in range(n)]
+    path.write_text(head + "".join(rows))
+    return path
 
 
 def _params() -> list[object]:

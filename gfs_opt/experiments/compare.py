@@ -91,7 +91,8 @@ def family_summary(df: pd.DataFrame, reference: str = "gfs", by: str = "load") -
             for key in RELATIVE:
                 r = float(ref[key].iloc[0])
                 row[f"vs_mean_{key}"] = _rel(r, float(base[key].mean()))
-                row[f"mean_change_{key}"] = float(np.nanmean([_rel(r, b) for b in base[key]]))
+                changes = [c for c in (_rel(r, b) for b in base[key]) if not np.isnan(c)]
+                row[f"mean_change_{key}"] = float(np.mean(changes)) if changes else np.nan
             rows.append(row)
     return pd.DataFrame(rows)
 

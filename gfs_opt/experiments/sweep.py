@@ -42,6 +42,7 @@ from gfs_opt.experiments.sweep_cell import CellOutcome
 from gfs_opt.experiments.sweep_engines import Engine, Task
 from gfs_opt.experiments.sweep_spec import Cell, memory_hint_mb
 from gfs_opt.fileio import file_mode
+from gfs_opt.policies import settable_options
 
 CELL_FILE = "cell.json"
 RESULT_FILES = ("results.parquet", "results.csv", "summary.csv", "timings.csv")
@@ -278,16 +279,19 @@ def format_summary(summary: pd.DataFrame, cells: Sequence[Cell]) -> str:
     text = ["  ".join(c.ljust(w) if i < len(varying) else c.rjust(w)
                       for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     text.insert(1, "-" * len(text[0]))
-    return "\n".join(text + _family_lines(summary, [k for k in varying if k != "policy"]))
+    options = set().union(*(settable_options(p) for p in {c.params["policy"] for c in cells}))
+    groups = [k for k in varying if k != "policy" and k not in options]
+    return "\n".join(text + _family_lines(summary, groups))
 
 
 def _family_lines(summary: pd.DataFrame, groups: list[str]) -> list[str]:
-    """GFS against the mean of each baseline family, per configuration of the other axes."""
+    """GFS against the mean of each baseline family, per configuration of the other axes
+    (policy options such as the forecaster belong to the policy, not to the configuration)."""
     if "policy" not in summary or "gfs" not in set(summary["policy"]):
         return []
-    df = pd.DataFrame({"policy": summary["policy"],
-                       "group": summary[groups].astype(str).agg(" · ".join, axis=1)
-                       if groups else "all"})
+    labels = (summary[groups].map(_text).agg(" · ".join, axis=1) if groups
+              else pd.Series("all", index=summary.index))
+    df = pd.DataFrame({"policy": summary["policy"], "group": labels})
     for key in RELATIVE:
         df[key] = summary.get(f"{key}_mean", math.nan)
     fam = family_summary(df, by="group")
