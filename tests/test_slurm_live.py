@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +24,14 @@ import pytest
 from gfs_opt.errors import GfsError
 from gfs_opt.slurm import procs
 from gfs_opt.slurm.client import SlurmClient
-from gfs_opt.slurm.cluster import down, ensure_accounts, missing_binaries, status, up
+from gfs_opt.slurm.cluster import (
+    configure_qos,
+    down,
+    ensure_accounts,
+    missing_binaries,
+    status,
+    up,
+)
 from gfs_opt.slurm.controller import Controller, ControllerConfig
 from gfs_opt.slurm.layout import ClusterSpec
 from gfs_opt.slurm.live import parse_jobs
@@ -73,6 +81,7 @@ def client(cluster: ClusterSpec) -> Iterator[SlurmClient]:
     ensure_accounts(c, cluster, ["org-a", "org-b"])
     yield c
     c.cancel_all()
+    configure_qos(c, cluster)
     for q in cluster.spot_qos:
         c.set_gpu_limit(q, None)
     _wait(lambda: not [j for j in parse_jobs(c.jobs()) if j.state in ("RUNNING", "PENDING",
@@ -193,30 +202,44 @@ def test_controller_sets_the_simulators_quota(cluster: ClusterSpec, client: Slur
 
 
 # ---- guarded preemption -----------------------------------------------------------------------
-def test_no_eviction_inside_the_guarantee_window(cluster: ClusterSpec, client: SlurmClient,
-                                                 tmp_path: Path) -> None:
+def test_guarded_preemption_controller_first_slurm_as_safety_net(
+        cluster: ClusterSpec, client: SlurmClient, tmp_path: Path) -> None:
+    """Exempt time = window + 8 s margin. Inside the window nobody evicts; right after it the
+    controller requeues PTS's victim (with a checkpoint signal) before Slurm may; with the
+    controller stopped, Slurm's own preemption still frees GPUs once the exempt time is over."""
+    margin = 8.0
+    configure_qos(client, replace(cluster, exempt_margin_s=margin))
     runs = tmp_path / "runs"
-    spots = [submit(client, runs, "spot-1h", 8, 300, account="org-b") for _ in range(4)]
-    assert _wait(lambda: all(jobs_by_id(client)[i].running for i in spots), 20)
-    t_full = time.time()
-    hp = submit(client, runs, "hp", 8, 60)
+    spots: list[int] = []
+    for _ in range(4):
+        spots.append(submit(client, runs, "spot-1h", 8, 300, account="org-b"))
+        assert _wait(lambda: jobs_by_id(client)[spots[-1]].running, 20)
+        time.sleep(1.5)
+    started = {i: jobs_by_id(client)[i].start for i in spots}
+    hp = submit(client, runs, "hp", 8, 120)
     ctl = controller(cluster, tmp_path)
-    # inside the window: neither Slurm nor the controller may touch the spot jobs
-    while time.time() - t_full < EXEMPT_S - 6:
+    deadline = time.time() + EXEMPT_S + margin + 20
+    while time.time() < deadline and not jobs_by_id(client)[hp].running:
         ctl.poll()
         live = jobs_by_id(client)
-        assert all(live[i].running and live[i].restarts == 0 for i in spots)
-        assert live[hp].state == "PENDING"
-        time.sleep(1)
-    assert actions(tmp_path / "controller.jsonl", "requeue") == []
-    # after it: exactly one victim, the HP job runs and is never requeued
-    assert _wait(lambda: (ctl.poll() or True) and jobs_by_id(client)[hp].running,
-                 EXEMPT_S + 15, step=1.0)
+        in_window = [i for i in spots if time.time() - started[i] < EXEMPT_S - 1.0]
+        assert all(live[i].running and live[i].restarts == 0 for i in in_window)
+        time.sleep(0.5)
+    assert jobs_by_id(client)[hp].running
+    (req,) = actions(tmp_path / "controller.jsonl", "requeue")
+    assert req["job"] == spots[0] and "past" in req["reason"]          # the only evictable one
+    assert time.time() - started[spots[0]] < EXEMPT_S + margin + 15
+    assert {r["state"]["current"] for r in client.accounting([spots[0]])} >= {"REQUEUED"}
+    log = [json.loads(x) for x in (runs / f"{spots[0]}.log").read_text().splitlines()]
+    first = log[:[e["ev"] for e in log].index("term") + 1]
+    assert first[-2]["ev"] == "ckpt" and first[-2]["why"] == "signal"   # checkpoint, then requeue
+    # safety net: no controller now; Slurm preempts a spot job once its exempt time is over
+    hp2 = submit(client, runs, "hp", 8, 60)
+    assert _wait(lambda: jobs_by_id(client)[hp2].running, EXEMPT_S + margin + 20)
+    states = {i: {r["state"]["current"] for r in client.accounting([i])} for i in spots[1:]}
+    assert sum("PREEMPTED" in v for v in states.values()) == 1, states
     live = jobs_by_id(client)
-    assert sum(not live[i].running for i in spots) == 1
-    assert live[hp].restarts == 0
-    req = actions(tmp_path / "controller.jsonl", "requeue")
-    assert all(a["qos"] == "spot-1h" and "past" in a["reason"] for a in req)
+    assert live[hp].restarts == 0 and live[hp2].restarts == 0
 
 
 def test_controller_requeues_the_pts_victim(cluster: ClusterSpec, client: SlurmClient,

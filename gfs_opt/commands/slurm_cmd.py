@@ -49,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="guarantee classes in hours, one spot QOS each (default 1)")
     u.add_argument("--speedup", type=_positive, default=1.0,
                    help="time compression K: exempt time of class d is d·3600/K s (default 1)")
+    u.add_argument("--exempt-margin", type=float, default=0.0,
+                   help="wall seconds added to every PreemptExemptTime: the controller's head "
+                        "start on Slurm's own preemption (default 0: exempt = guarantee)")
     u.add_argument("--port-base", type=int, default=16800, help="first private port (default 16800)")
     u.add_argument("--no-install", action="store_true", help="fail instead of running apt-get")
     u.set_defaults(handler=_up)
@@ -76,7 +79,7 @@ def _up(args: argparse.Namespace) -> int:
 
     spec = ClusterSpec(dir=str(_folder(args)), nodes=args.nodes, gpus=args.gpus,
                        classes=args.guarantee_classes, speedup=args.speedup,
-                       port_base=args.port_base)
+                       exempt_margin_s=args.exempt_margin, port_base=args.port_base)
     timings = up(spec, install=not args.no_install)
     print(f"slurm up: {spec.nodes} nodes × {spec.gpus} GPUs, QOS hp + "
           f"{', '.join(spec.spot_qos)} in {spec.root}  ·  {timings.line()}")
@@ -215,6 +218,9 @@ def _replay_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true", help="controller victims by the MILP")
     p.add_argument("--soft-guarantee", action="store_true",
                    help="controller may evict inside guarantee windows")
+    p.add_argument("--exempt-margin", type=float, default=0.0,
+                   help="with --policy gfs: wall seconds added to PreemptExemptTime so the "
+                        "controller's PTS victims come before Slurm's own (default 0)")
 
 
 def _spec(args: argparse.Namespace):
@@ -252,7 +258,8 @@ def _replay_config(args: argparse.Namespace, policy: str):
 
     return ReplayConfig(policy=policy, speedup=args.speedup, drain_s=args.drain,
                         forecaster=args.forecaster, refresh_s=args.refresh, poll_s=args.poll,
-                        exact=args.exact, protect_windows=not args.soft_guarantee, rho=args.rho)
+                        exact=args.exact, protect_windows=not args.soft_guarantee, rho=args.rho,
+                        exempt_margin_s=args.exempt_margin)
 
 
 def _controller(args: argparse.Namespace) -> int:

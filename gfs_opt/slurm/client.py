@@ -29,20 +29,22 @@ class SlurmClient:
         self.calls = 0
         self.call_s = 0.0      # wall seconds spent in Slurm commands (controller overhead)
 
-    def run(self, argv: Sequence[str], check: bool = True, input_text: str | None = None) -> str:
-        return self.run_full(argv, check, input_text)[1]
+    def run(self, argv: Sequence[str], check: bool = True, input_text: str | None = None,
+            timeout_s: float | None = None) -> str:
+        return self.run_full(argv, check, input_text, timeout_s)[1]
 
     def run_full(self, argv: Sequence[str], check: bool = True, input_text: str | None = None,
-                 ) -> tuple[int, str, str]:
+                 timeout_s: float | None = None) -> tuple[int, str, str]:
         """(exit code, stdout, stderr); with ``check`` a non-zero exit raises `SlurmError`."""
         t0 = time.perf_counter()
         try:
             p = subprocess.run(list(argv), capture_output=True, text=True, env=self.env,
-                               timeout=self.timeout_s, input=input_text)
+                               timeout=timeout_s or self.timeout_s, input=input_text)
         except FileNotFoundError:
             raise SlurmError(f"{argv[0]} not found: install Slurm with `gfs-opt slurm up`") from None
         except subprocess.TimeoutExpired:
-            raise SlurmError(f"`{' '.join(argv[:3])} …` timed out after {self.timeout_s:.0f} s") from None
+            raise SlurmError(f"`{' '.join(argv[:3])} …` timed out after "
+                             f"{timeout_s or self.timeout_s:.0f} s") from None
         finally:
             self.calls += 1
             self.call_s += time.perf_counter() - t0
@@ -106,12 +108,13 @@ class SlurmClient:
         except ValueError:
             raise SlurmError(f"sbatch returned no job id: {out.strip()!r}") from None
 
-    def signal(self, job_id: int, sig: str) -> None:
-        """Signal the batch script of a running job (a checkpoint request)."""
-        self.run(["scancel", "--batch", f"--signal={sig}", str(job_id)])
+    def signal(self, job_id: int, sig: str, timeout_s: float = 3.0) -> None:
+        """Signal the batch script of a running job (a checkpoint request). scancel retries for a
+        minute while a job "can not be altered now" (e.g. Slurm is preempting it): we do not."""
+        self.run(["scancel", "--batch", f"--signal={sig}", str(job_id)], timeout_s=timeout_s)
 
-    def requeue(self, job_id: int) -> None:
-        self.run(["scontrol", "requeue", str(job_id)])
+    def requeue(self, job_id: int, timeout_s: float = 10.0) -> None:
+        self.run(["scontrol", "requeue", str(job_id)], timeout_s=timeout_s)
 
     def cancel_all(self) -> None:
         self.run(["scancel", "--partition=gpu"], check=False)

@@ -27,7 +27,6 @@ from gfs_opt.slurm.layout import (
     HP_QOS,
     SPEC_FILE,
     ClusterSpec,
-    exempt_seconds,
     hms,
     load_spec,
     render_configs,
@@ -234,7 +233,7 @@ def configure_qos(client: SlurmClient, spec: ClusterSpec) -> None:
     have = {q["name"] for q in client.qos_table()}
     for d, name in zip(spec.classes, spec.spot_qos, strict=True):
         settings = {"Priority": "10", "PreemptMode": "requeue",
-                    "PreemptExemptTime": hms(exempt_seconds(d, spec.speedup))}
+                    "PreemptExemptTime": hms(spec.exempt(d))}
         if name not in have:
             client.sacctmgr("add", "qos", name, *(f"{k}={v}" for k, v in settings.items()))
         else:
@@ -283,10 +282,11 @@ def up(spec: ClusterSpec, install: bool = True, log: Callable[[str], None] = pri
     if old is not None:
         live, dead = _cluster_alive(root)
         if live and not dead and old.same_cluster(spec):
-            if old.speedup != spec.speedup:
+            if (old.speedup, old.exempt_margin_s) != (spec.speedup, spec.exempt_margin_s):
                 configure_qos(SlurmClient(spec), spec)
                 (root / SPEC_FILE).write_text(spec.to_json())
-                log(f"cluster already up; exempt times set for speedup ×{spec.speedup:g}")
+                log(f"cluster already up; exempt times set for speedup ×{spec.speedup:g}"
+                    f" + {spec.exempt_margin_s:g} s")
             else:
                 log(f"cluster already up in {root} ({len(live)} daemons)")
             return timings

@@ -281,14 +281,27 @@ class Controller:
                 try:
                     self.client.signal(v, self.cfg.ckpt_signal)
                     time.sleep(self.cfg.ckpt_wait_s)
+                except SlurmError as exc:
+                    # Slurm's own preemption may have taken the job in the meantime
+                    if not self._same_run(v, then_v):
+                        self.log("skip", f"Slurm requeued the victim first ({exc})", job=v)
+                        continue
+                    self.log("error", f"checkpoint signal failed, requeueing anyway: {exc}",
+                             job=v)
+                try:
                     self.client.requeue(v)
                 except SlurmError as exc:
-                    self.log("error", str(exc), job=v)
+                    self.log("skip" if not self._same_run(v, then_v) else "error",
+                             f"requeue failed: {exc}", job=v)
                     continue
                 self.counts["requeues"] += 1
             self.log("requeue", reason, job=v, account=now_v.account, qos=now_v.qos,
                      gpus=now_v.gpus, for_hp=hp_for, method=plan.method,
                      fallback=plan.fallback, dry_run=self.cfg.dry_run)
+
+    def _same_run(self, job_id: int, then: LiveJob) -> bool:
+        now = {j.job_id: j for j in parse_jobs(self.client.jobs())}.get(job_id)
+        return now is not None and now.running and now.start == then.start
 
     # ---- main loop -------------------------------------------------------------------------
     def run(self) -> dict[str, int]:

@@ -55,6 +55,7 @@ class ClusterSpec:
     cpus: int = 16                      # per node, declared (config_overrides): jobs need 1 each
     classes: tuple[float, ...] = (1.0,)  # guarantee classes (hours) → one spot QOS each
     speedup: float = 1.0                # compression of the exempt times (K)
+    exempt_margin_s: float = 0.0        # wall s added to every PreemptExemptTime (see up --help)
     port_base: int = 16800
     cred_expire: int = 10
     sched_interval: int = 5
@@ -71,6 +72,8 @@ class ClusterSpec:
             raise GfsError(f"guarantee classes must be positive hours, got {self.classes}")
         if not math.isfinite(self.speedup) or self.speedup <= 0:
             raise GfsError(f"--speedup must be positive, got {self.speedup}")
+        if not math.isfinite(self.exempt_margin_s) or self.exempt_margin_s < 0:
+            raise GfsError(f"--exempt-margin must be ≥ 0 s, got {self.exempt_margin_s}")
         if not 1024 <= self.port_base <= 65000 - 200:
             raise GfsError(f"--port-base must be in 1024..64800, got {self.port_base}")
 
@@ -138,11 +141,16 @@ class ClusterSpec:
         return cls(**data)
 
     def same_cluster(self, other: ClusterSpec) -> bool:
-        """Equal up to the exempt-time compression (which `configure_qos` changes live)."""
+        """Equal up to the exempt times (which `configure_qos` changes live)."""
         a, b = asdict(self), asdict(other)
-        a.pop("speedup")
-        b.pop("speedup")
+        for key in ("speedup", "exempt_margin_s"):
+            a.pop(key)
+            b.pop(key)
         return a == b
+
+    def exempt(self, guarantee_h: float) -> int:
+        """PreemptExemptTime (s) of a class: its compressed window plus the margin."""
+        return exempt_seconds(guarantee_h, self.speedup) + math.ceil(self.exempt_margin_s)
 
 
 def load_spec(folder: Path) -> ClusterSpec | None:

@@ -52,6 +52,7 @@ class ReplayConfig:
     exact: bool = False
     protect_windows: bool = True
     rho: float = 0.9
+    exempt_margin_s: float = 0.0         # gfs only: the controller's head start on Slurm
     controller_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -200,7 +201,8 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
     (out / "clock.json").unlink(missing_ok=True)
     params = cfg.params(plan, spec.classes)
     t = time.perf_counter()
-    configure_qos(client, replace(spec, speedup=cfg.speedup))
+    margin = cfg.exempt_margin_s if cfg.policy == "gfs" else 0.0
+    configure_qos(client, replace(spec, speedup=cfg.speedup, exempt_margin_s=margin))
     ensure_accounts(client, spec, plan.accounts)
     for q in spec.spot_qos:
         client.set_gpu_limit(q, None)
@@ -277,6 +279,7 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
         "policy": f"slurm:{cfg.policy}", "policy_options": {
             "speedup": cfg.speedup, "forecaster": cfg.forecaster if ctl else None,
             "exact": cfg.exact, "protect_windows": cfg.protect_windows,
+            "exempt_margin_s": margin,
             "refresh_s": cfg.refresh_s, "poll_s": cfg.poll_s},
         "wall_s": timings["wall_s"], "events": 0, "events_per_s": 0.0,
         "trace_notes": plan.trace.notes, "submit_errors": errors,
