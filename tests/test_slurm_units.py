@@ -555,3 +555,10 @@ def test_exempt_margin_is_a_live_setting() -> None:
     assert a.same_cluster(b)
     with pytest.raises(GfsError, match="--exempt-margin"):
         ClusterSpec(exempt_margin_s=-1)
+
+
+def test_simulator_models_do_not_stay_registered() -> None:
+    from gfs_opt.policies import POLICIES
+    from gfs_opt.slurm import bridge  # noqa: F401  (importing must not register anything)
+
+    assert "gfs-slurm" not in POLICIES and "slurm-qos" not in POLICIES

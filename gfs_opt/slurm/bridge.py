@@ -14,7 +14,8 @@ Nothing else under `gfs_opt/slurm/` imports `gfs_opt.quota`, `gfs_opt.forecast`,
                               `Round` whose ``running`` holds only the evictable LP jobs.
 ``hp_history(trace, until, pool)`` — the same hourly series computed straight from a trace.
 ``SlurmGFSPolicy`` / ``SlurmQOSPolicy`` — simulator policies that model the live system (GFS on
-    Slurm, and Slurm's plain QOS preemption), registered as ``gfs-slurm`` and ``slurm-qos``.
+    Slurm, and Slurm's plain QOS preemption), named ``gfs-slurm`` and ``slurm-qos`` inside
+    ``run_simulation(spec, trace)`` (registered for that call only).
 
 Units: trace seconds; quotas in milli-GPU (as in `Round.quotas`); usage in GPUs.
 """
@@ -237,12 +238,20 @@ class SlurmQOSPolicy(Policy):
         return decision
 
 
-register_policy("gfs-slurm", SlurmGFSPolicy)
-register_policy("slurm-qos", SlurmQOSPolicy)
+SIM_POLICIES: dict[str, type[Policy]] = {"gfs-slurm": SlurmGFSPolicy, "slurm-qos": SlurmQOSPolicy}
 
 
 def run_simulation(spec: Any, trace: tuple[Trace, float, float]) -> Any:
-    """`gfs_opt.experiments.runner.run` on a prepared trace (policies above registered)."""
+    """`gfs_opt.experiments.runner.run` on a prepared trace, with the two policies above
+    registered for the duration of the call only (the global registry stays as it was)."""
     from gfs_opt.experiments.runner import run
+    from gfs_opt.policies import POLICIES
 
-    return run(spec, trace=trace)
+    added = [name for name in SIM_POLICIES if name not in POLICIES]
+    for name in added:
+        register_policy(name, SIM_POLICIES[name])
+    try:
+        return run(spec, trace=trace)
+    finally:
+        for name in added:
+            POLICIES.pop(name, None)
