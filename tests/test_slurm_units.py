@@ -562,3 +562,16 @@ def test_simulator_models_do_not_stay_registered() -> None:
     from gfs_opt.slurm import bridge  # noqa: F401  (importing must not register anything)
 
     assert "gfs-slurm" not in POLICIES and "slurm-qos" not in POLICIES
+
+
+def test_real_runs_are_found_in_either_layout(tmp_path: Path) -> None:
+    from gfs_opt.slurm.compare import real_folder
+
+    (tmp_path / "a" / "gfs").mkdir(parents=True)
+    (tmp_path / "a" / "gfs" / "summary.json").write_text("{}")
+    (tmp_path / "b" / "gfs" / "real").mkdir(parents=True)
+    (tmp_path / "b" / "gfs" / "real" / "summary.json").write_text("{}")
+    assert real_folder(tmp_path / "a", "gfs") == tmp_path / "a" / "gfs"
+    assert real_folder(tmp_path / "b", "gfs") == tmp_path / "b" / "gfs" / "real"
+    with pytest.raises(GfsError, match="slurm-qos"):
+        real_folder(tmp_path / "a", "slurm-qos")

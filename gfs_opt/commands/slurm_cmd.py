@@ -319,28 +319,31 @@ def _compare(args: argparse.Namespace) -> int:
         format_table,
         load_side,
         markdown,
+        real_folder,
         simulate,
         table,
     )
-    from gfs_opt.slurm.layout import ClusterSpec, load_spec
+    from gfs_opt.slurm.layout import ClusterSpec
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     bad = [p for p in policies if p not in ("gfs", "slurm-qos")]
     if bad or not policies:
         raise GfsError(f"--policies: unknown {bad}; choose from gfs, slurm-qos")
     if args.real is not None:
-        spec = load_spec(_folder(args))
-        if spec is None:   # reading old replays needs no live cluster: take their shape
-            first = json.loads((args.real / policies[0] / "summary.json").read_text())
-            gpus = first["summary"]["gpus"]
-            spec = ClusterSpec(nodes=int(gpus) // 8, gpus=8)
+        # the earlier real runs define the cluster the plan is for
+        summary = json.loads((real_folder(args.real, policies[0]) / "summary.json").read_text())
+        s = summary["summary"]
+        if "cluster_nodes" not in s:
+            raise GfsError(f"--real {args.real}: the summary does not record the cluster shape")
+        spec = ClusterSpec(nodes=int(s["cluster_nodes"]), gpus=int(s["cluster_gpus_per_node"]),
+                           classes=tuple(float(c) for c in s.get("guarantee_classes", [1.0])))
     else:
         spec = _spec(args)
     plan = _plan(args, args.trace, spec)
     sides: dict[str, tuple[Side, Side]] = {}
     for pol in policies:
         if args.real is not None:
-            real = load_side(args.real / pol)
+            real = load_side(real_folder(args.real, pol))
         else:
             from gfs_opt.slurm.replay import replay
 

@@ -57,6 +57,15 @@ class Side:
         return math.nan if v is None else float(v)
 
 
+def real_folder(root: Path, policy: str) -> Path:
+    """Where an earlier real run of ``policy`` lives: ``root/<policy>`` (a replay's --out) or
+    ``root/<policy>/real`` (a compare's --out)."""
+    for cand in (root / policy, root / policy / "real"):
+        if (cand / "summary.json").exists():
+            return cand
+    raise GfsError(f"--real {root}: no {policy}/summary.json or {policy}/real/summary.json")
+
+
 def load_side(folder: Path) -> Side:
     path = folder / "summary.json"
     if not path.exists():

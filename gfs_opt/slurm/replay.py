@@ -287,6 +287,8 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
             sum(lag) / len(lag) if lag else 0.0,
         "controller_actions": _count(actions), "timings": timings,
         "drain_trace_s": cfg.drain_s, "cutoff_t": clock.trace(cutoff),
+        "cluster_nodes": spec.nodes, "cluster_gpus_per_node": spec.gpus,
+        "guarantee_classes": list(spec.classes),
     })
     write_outputs(out, plan, cfg, real, summary, qlog, slurm_ids)
     return ReplayResult(summary, out, timings)
