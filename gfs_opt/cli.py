@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "gfs_opt.commands.forecast_cmd",
     "gfs_opt.commands.sweep_cmd",
     "gfs_opt.commands.reproduce_cmd",
+    "gfs_opt.commands.slurm_cmd",
 ]
 
 

@@ -1,0 +1,129 @@
+"""Daemons started in their own session and stopped by the PID recorded at start — never by name.
+
+A record holds the PID and the kernel's start time of that PID (``/proc/PID/stat`` field 22), so
+a PID reused by an unrelated process after a crash is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from gfs_opt.errors import GfsError
+
+PIDS_FILE = "pids.json"
+
+
+@dataclass(frozen=True)
+class ProcRecord:
+    name: str
+    pid: int
+    start_ticks: int
+    argv: tuple[str, ...]
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks) of a PID, or None when it does not exist."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # the command name may contain spaces or parentheses: split after its closing ')'
+    rest = raw[raw.rindex(")") + 2:].split()
+    return rest[0], int(rest[19])
+
+
+def alive(rec: ProcRecord) -> bool:
+    st = _stat(rec.pid)
+    if st is None or st[1] != rec.start_ticks:
+        return False
+    if st[0] == "Z":
+        _reap(rec.pid)
+        return False
+    return True
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def start(name: str, argv: list[str], log: Path, env: dict[str, str],
+          cwd: Path | None = None) -> ProcRecord:
+    """Start a daemon in the foreground of its own session, output appended to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as fh:
+        try:
+            p = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env=env, cwd=cwd, start_new_session=True)
+        except FileNotFoundError:
+            raise GfsError(f"cannot start {name}: {argv[0]} not found") from None
+    st = None
+    for _ in range(50):   # /proc entry appears at once; the loop only guards odd kernels
+        st = _stat(p.pid)
+        if st is not None:
+            break
+        time.sleep(0.01)
+    if st is None:
+        raise GfsError(f"{name} exited at once; see {log}")
+    return ProcRecord(name, p.pid, st[1], tuple(argv))
+
+
+def stop(rec: ProcRecord, timeout_s: float = 10.0) -> str:
+    """TERM, then KILL after ``timeout_s``; returns what happened."""
+    if not alive(rec):
+        return "not running"
+    os.kill(rec.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive(rec):
+            return "stopped"
+        time.sleep(0.1)
+    if alive(rec):
+        os.kill(rec.pid, signal.SIGKILL)
+        time.sleep(0.2)
+    return "killed" if not alive(rec) else "still running"
+
+
+def load(folder: Path) -> list[ProcRecord]:
+    path = folder / PIDS_FILE
+    if not path.exists():
+        return []
+    try:
+        rows = json.loads(path.read_text())
+        return [ProcRecord(r["name"], int(r["pid"]), int(r["start_ticks"]), tuple(r["argv"]))
+                for r in rows]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise GfsError(f"{path}: unreadable PID record ({exc})") from None
+
+
+def save(folder: Path, records: list[ProcRecord]) -> None:
+    path = folder / PIDS_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([asdict(r) for r in records], indent=1))
+    os.replace(tmp, path)
+
+
+def strays(marker: str, skip: set[int]) -> list[int]:
+    """PIDs whose environment holds ``marker`` (e.g. ``SLURM_CONF=<our conf>``): job steps and
+    payloads that our daemons spawned. Matching on our private config path, not on names."""
+    found = []
+    needle = marker.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in skip or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if needle in env.split(b"\0"):
+            st = _stat(int(entry.name))
+            if st is not None and st[0] != "Z":
+                found.append(int(entry.name))
+    return sorted(found)
