@@ -43,6 +43,9 @@ EXEMPT: dict[str, str] = {
                           "modules run from a copy without data folder in test_fresh_clone.py)",
     r"--address auto": "joins a running Ray cluster (needs a Ray head node)",
     r"--address ray://": "connects to a Ray Client server on a remote head node",
+    r"^gfs-opt slurm ": "drives a live Slurm (root, Debian packages, minutes of wall time): "
+                        "tests/test_slurm_live.py, marked slurm and run by .ci/run's slurm step, "
+                        "covers bring-up, quota, preemption, a short replay and teardown",
 }
 
 # Small settings: (which command, what is replaced, by what, why). Applied in this order.
