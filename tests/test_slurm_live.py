@@ -185,7 +185,7 @@ def test_controller_sets_the_simulators_quota(cluster: ClusterSpec, client: Slur
     from gfs_opt.model import Params, PoolStatus
     from gfs_opt.quota.rule import pool_quota
 
-    fc = ctl.brain.policy.provider.pool_forecasts(plan.t0)[plan.pool]  # type: ignore[union-attr]
+    fc = ctl.brain.policy.spot.provider.pool_forecasts(plan.t0)[plan.pool]  # type: ignore[union-attr]
     expect = pool_quota(fc, 32, 1.0, 1.0, Params(rho=0.9), PoolStatus().has_hp_history)
     assert q["quota_milli"] == expect
     shown = {r["name"]: r["grp_tres"] for r in client.qos_table()}

@@ -1,0 +1,120 @@
+"""Golden digests: a fixed set of runs and solves, hashed, so a refactor can prove it changed nothing.
+
+    python tests/goldens.py --write [--only fast|slow]   # (re)record tests/golden_digests.json
+    python tests/goldens.py                               # compare, print what differs
+
+A run's digest hashes its per-job table (CSV) and its summary without the fields that measure
+the machine rather than the simulation (wall time, events/s, solver seconds). An instance's
+digest hashes the greedy and MILP answers of `solve_round` without their times. The "fast" set
+(every policy on ``small`` and ``ref-toy``, the greedy answers of ``instances/``, the MILP answers
+of the tiny instances) runs in the default test suite; the "slow" set (``paper-a100`` at medium
+load for gfs, gfs-milp and lyra, the MILP answers of every instance) runs with ``-m slow``.
+
+Forecasting policies use the ETS forecaster and MILPs get generous time limits, so that no digest
+depends on how fast the machine is (a MILP that hits its limit returns what it has so far).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+FILE = Path(__file__).resolve().parent / "golden_digests.json"
+#: summary keys that measure the machine, not the simulation
+VOLATILE = {"wall_s", "events_per_s", "solver_reports", "trace_notes"}
+MILP_LIMIT_S = 120.0
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _strip_times(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip_times(v) for k, v in obj.items()
+                if k not in ("time_s", "total_time_s") and not k.endswith("_s")}
+    if isinstance(obj, list):
+        return [_strip_times(v) for v in obj]
+    return obj
+
+
+def run_digest(setup: str, policy: str) -> str:
+    from gfs_opt.experiments.runner import RunSpec, run
+    from gfs_opt.policies import options_for
+
+    opts = options_for(policy, {"forecaster": "ets", "time_limit": MILP_LIMIT_S})
+    out = run(RunSpec.from_setup(setup, policy=policy, policy_options=opts))
+    summary = {k: v for k, v in out.summary.items() if k not in VOLATILE}
+    reports = [{k: v for k, v in r.items() if k != "total_time_s"}
+               for r in out.summary.get("solver_reports", [])]
+    doc = json.dumps({"summary": summary, "reports": reports}, sort_keys=True, default=str)
+    return _sha(out.jobs.to_csv(index=False) + doc)
+
+
+def instance_digest(path: Path, method: str) -> str:
+    from gfs_opt.instance import load_round
+    from gfs_opt.solve import SolverOptions
+    from gfs_opt.solve_round import solve_round
+
+    res = solve_round(load_round(path), method, "all", SolverOptions(time_limit=MILP_LIMIT_S))
+    return _sha(json.dumps(_strip_times(res.as_dict()), sort_keys=True, default=str))
+
+
+def cases(which: str) -> dict[str, Callable[[], str]]:
+    """name → digest function; ``which`` is "fast" or "slow"."""
+    from gfs_opt.policies import POLICIES
+
+    out: dict[str, Callable[[], str]] = {}
+    instances = sorted((REPO / "instances").glob("*.json"))
+    if which == "fast":
+        for setup in ("small", "ref-toy"):
+            for pol in POLICIES:
+                out[f"run/{setup}/{pol}"] = lambda s=setup, p=pol: run_digest(s, p)
+        for f in instances:
+            out[f"greedy/{f.stem}"] = lambda f=f: instance_digest(f, "greedy")
+            if f.stem.startswith("tiny-"):
+                out[f"milp/{f.stem}"] = lambda f=f: instance_digest(f, "milp")
+    else:
+        for pol in ("gfs", "gfs-milp", "lyra"):
+            out[f"run/paper-a100/{pol}"] = lambda p=pol: run_digest("paper-a100", p)
+        for f in instances:
+            if not f.stem.startswith("tiny-"):
+                out[f"milp/{f.stem}"] = lambda f=f: instance_digest(f, "milp")
+    return out
+
+
+def recorded() -> dict[str, str]:
+    return json.loads(FILE.read_text()) if FILE.exists() else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="record the digests")
+    ap.add_argument("--only", choices=["fast", "slow"], default=None)
+    args = ap.parse_args(argv)
+    old = recorded()
+    new = dict(old)
+    diff = 0
+    for which in ([args.only] if args.only else ["fast", "slow"]):
+        for name, fn in cases(which).items():
+            got = fn()
+            new[name] = got
+            if old.get(name) != got:
+                diff += 1
+                print(f"{'new' if name not in old else 'DIFFERS'}: {name} {old.get(name)} → {got}")
+    if args.write:
+        FILE.write_text(json.dumps(dict(sorted(new.items())), indent=1) + "\n")
+        print(f"wrote {len(new)} digests to {FILE}")
+    else:
+        print(f"{diff} digest(s) differ")
+    return 0 if args.write or diff == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
