@@ -104,16 +104,17 @@ class SeriesForecast:
 
 @dataclass(slots=True)
 class SeriesData:
-    """One series as the models see it: a regular hourly array starting at ``start``."""
+    """One series as the models see it: a regular hourly array from absolute hour ``start_hour``
+    (hours since 1970-01-01 00:00, so ``hour % 24`` is the hour of day)."""
 
     key: str
-    start: pd.Timestamp
+    start_hour: int
     y: np.ndarray
-    start_hour: int = -1   # absolute hour of ``start`` (derived; cached because it is hot)
 
-    def __post_init__(self) -> None:
-        if self.start_hour < 0:
-            self.start_hour = hour_of(self.start)
+    @property
+    def start(self) -> pd.Timestamp:
+        """Timestamp of the first hour."""
+        return pd.Timestamp(np.datetime64(self.start_hour, "h"))
 
     @property
     def end_hour(self) -> int:
@@ -123,7 +124,7 @@ class SeriesData:
     @property
     def end(self) -> pd.Timestamp:
         """Timestamp of the last observed hour."""
-        return self.start + (len(self.y) - 1) * HOUR
+        return pd.Timestamp(np.datetime64(self.end_hour, "h"))
 
     def future_ds(self, horizon: int) -> pd.DatetimeIndex:
         return pd.date_range(self.end + HOUR, periods=horizon, freq="h")
@@ -196,8 +197,7 @@ def split_series(history: pd.DataFrame) -> Iterator[SeriesData]:
         gaps = np.isnan(y)
         if gaps.any():
             y[gaps] = np.interp(np.flatnonzero(gaps), np.flatnonzero(~gaps), y[~gaps])
-        start = pd.Timestamp(np.datetime64(int(hours[lo]), "h"))
-        yield SeriesData(str(keys[lo]), start, y, int(hours[lo]))
+        yield SeriesData(str(keys[lo]), int(hours[lo]), y)
 
 
 def cold_start_std(y: np.ndarray) -> float:
@@ -280,6 +280,7 @@ class BaseForecaster:
         self.states_ = {key: self._fit_series(data, prev.get(key)) for key, data in series.items()}
         self.fit_end_ = {key: data.end_hour for key, data in series.items()}
         self._cache: tuple[int, int, dict[str, SeriesForecast]] | None = None
+        self._rows: dict[str, tuple[int, int, np.ndarray]] = {}
         self.fit_seconds_ = time.perf_counter() - t0
         return self
 
@@ -299,6 +300,7 @@ class BaseForecaster:
             if old is None:
                 self.series_[key] = nd
                 self.states_[key] = self._cold_start(nd)
+                self._rows.pop(key, None)
                 self.fit_end_[key] = nd.end_hour
                 changed = True
                 continue
@@ -378,36 +380,44 @@ class BaseForecaster:
 
     # ---- spread --------------------------------------------------------------------------------
     def calibration_errors(self, key: str, horizon: int) -> np.ndarray:
-        """Error rows (origins × horizon) the spread of a series is measured on, oldest first:
-        stored out-of-sample rows and the current model's rows since its fit, preceded by the
-        current model's in-sample rows where the out-of-sample ones do not reach back a window."""
-        data, state = self.series_[key], self.states_[key]
+        """Error rows (origins × horizon) the spread of a series is measured on, in no particular
+        order: stored out-of-sample rows where they exist, else the current model's rows (its
+        out-of-sample rows since its fit, in-sample rows before), over the last window of origins."""
+        data = self.series_[key]
         end = data.end_hour
         lo = max(end - self._calibration_hours(), data.start_hour)
-        fit_end = self.fit_end_[key]
-        parts = []
-        first_oos = fit_end
+        current = self._current_rows(key, lo, end, horizon)   # origins lo .. end−1
         stored = self.oos_errors_.get(key)
-        if stored is not None:
-            keep = (stored[0] >= lo) & (stored[0] < fit_end)
-            if keep.any():
-                first_oos = int(stored[0][keep][0])
-                rows = stored[1][keep][:, :horizon]
-                if rows.shape[1] < horizon:
-                    rows = np.hstack([rows, np.full((len(rows), horizon - rows.shape[1]), np.nan)])
-                stored_part = rows
-            else:
-                stored_part = None
+        if stored is None:
+            return current
+        keep = (stored[0] >= lo) & (stored[0] < end)
+        if not keep.any():
+            return current
+        rows = stored[1][keep][:, :horizon]
+        if rows.shape[1] < horizon:
+            rows = np.hstack([rows, np.full((len(rows), horizon - rows.shape[1]), np.nan)])
+        covered = np.zeros(len(current), dtype=bool)
+        covered[stored[0][keep] - lo] = True
+        return np.vstack([current[~covered], rows])
+
+    def _current_rows(self, key: str, lo: int, end: int, horizon: int) -> np.ndarray:
+        """The current state's error rows for origins lo..end−1. Rows whose targets are all
+        observed never change until the next fit, so they are cached and only the newest
+        ``horizon`` origins are recomputed per call (the provider asks every hour)."""
+        cached = self._rows.get(key)
+        if cached is not None and cached[0] == horizon and cached[1] <= lo:
+            _, c_lo, c_rows = cached
+            c_rows = c_rows[lo - c_lo:]
+            start = lo + len(c_rows)
         else:
-            stored_part = None
-        if lo < first_oos:
-            parts.append(self._errors(key, state, data, np.arange(lo, min(first_oos, end)),
-                                      horizon))
-        if stored_part is not None:
-            parts.append(stored_part)
-        if max(fit_end, lo) < end:
-            parts.append(self._errors(key, state, data, np.arange(max(fit_end, lo), end), horizon))
-        return np.vstack(parts) if parts else np.empty((0, horizon))
+            c_rows, start = np.empty((0, horizon)), lo
+        data, state = self.series_[key], self.states_[key]
+        fresh = (self._errors(key, state, data, np.arange(start, end), horizon)
+                 if start < end else np.empty((0, horizon)))
+        rows = np.vstack([c_rows, fresh])
+        complete = max(0, min(len(rows), end - horizon - lo + 1))
+        self._rows[key] = (horizon, lo, rows[:complete])
+        return rows
 
     # ---- predict -------------------------------------------------------------------------------
     def _check_fitted(self, horizon: int) -> None:
@@ -437,8 +447,11 @@ class BaseForecaster:
             out[key] = fc
         if measured:
             window = self._calibration_hours()
-            cold = np.array([cold_start_std(self.series_[k].y[-window:]) for k in measured])
             min_errors = int(getattr(self, "min_residuals", MIN_ERRORS))
+            # the cold spread only matters where lead 1 lacks errors
+            cold = np.array([cold_start_std(self.series_[k].y[-window:])
+                             if np.count_nonzero(~np.isnan(e[:, 0])) < min_errors else 0.0
+                             for k, e in zip(measured, errors, strict=True)])
             std, offsets = lead_spreads(errors, horizon, self.quantiles, cold, min_errors)
             for i, key in enumerate(measured):
                 fc = out[key]

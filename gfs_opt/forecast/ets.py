@@ -110,7 +110,15 @@ class SeasonalETS(BaseForecaster):
                        n_old: int) -> _EtsState:
         hours = data.start_hour + np.arange(n_old, len(data.y))
         x = data.y[n_old:] - state.profile[hours % 24]
-        state.levels = np.r_[state.levels, _smooth(x, state.alpha, float(state.levels[-1]))]
+        if len(x) <= 8:  # the hourly case: a plain loop beats lfilter's set-up cost
+            level, a = float(state.levels[-1]), state.alpha
+            new = np.empty(len(x))
+            for i, v in enumerate(x):
+                level = a * float(v) + (1.0 - a) * level
+                new[i] = level
+        else:
+            new = _smooth(x, state.alpha, float(state.levels[-1]))
+        state.levels = np.r_[state.levels, new]
         return state
 
     def _forecast(self, key: str, state: _EtsState, data: SeriesData,

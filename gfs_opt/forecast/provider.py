@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 
 from gfs_opt.errors import GfsError
@@ -128,22 +129,28 @@ class ForecastProvider:
         pred = self.model.predict(steps)
         if pred.empty:
             return {}
-        first = self.series.origin + hour * _HOUR
-        h = (pd.to_datetime(pred["ds"]) - first) // _HOUR + 1
-        keep = ((h >= 1) & (h <= self.horizon_h)).to_numpy()
-        frame = pred.loc[keep].assign(h=h[keep].to_numpy())
+        first = int(np.datetime64(self.series.origin + hour * _HOUR, "h").astype(np.int64))
+        target = pred["ds"].to_numpy(dtype="datetime64[ns]").astype("datetime64[h]").astype(
+            np.int64)
+        h = target - first + 1
+        keep = (h >= 1) & (h <= self.horizon_h)
+        series = pred["series"].to_numpy(dtype=object)
+        cols = {"series": series[keep], "h": h[keep]}
+        for col in ("mean", "std", qcol(self.rho)):
+            if col in pred.columns:
+                cols[col] = pred[col].to_numpy(dtype=float)[keep]
         samples = None
         if self.n_samples:
             raw = self.model.predict_samples(steps, self.n_samples)
-            lead1 = pred[pred["h"] == 1].set_index("series")["ds"]
+            lead1 = dict(zip(series[pred["h"].to_numpy() == 1],
+                             target[pred["h"].to_numpy() == 1], strict=True))
             samples = {}
             for key, draws in raw.items():
-                off = int((first - pd.Timestamp(lead1[key])) // _HOUR)
+                off = first - int(lead1[key])
                 if off >= 0 and off + self.horizon_h <= draws.shape[1]:
                     samples[key] = draws[:, off:off + self.horizon_h]
-            frame = frame[frame["series"].isin(samples)]
-        cols = ["series", "h", "mean", "std"] + [c for c in (qcol(self.rho),) if c in frame]
-        return pool_forecasts(frame[cols], self.series_pool, self.aggregation, self.rho, samples)
+        return pool_forecasts(pd.DataFrame(cols), self.series_pool, self.aggregation, self.rho,
+                              samples)
 
     def has_history(self, pool: str) -> bool:
         """Whether any tenant of the pool has used HP GPUs so far."""
