@@ -269,7 +269,7 @@ class BaseForecaster:
         series = {s.key: s for s in split_series(self._trim(history))}
         if self.is_fitted:
             # the forecasts issued since the last fit are scored before their model is replaced
-            self._absorb(series)
+            self._absorb(series, cold_start=False)
             self._harvest()
             prev = self.states_
         else:
@@ -293,11 +293,13 @@ class BaseForecaster:
         self.update_seconds_ = time.perf_counter() - t0
         return self
 
-    def _absorb(self, new: dict[str, SeriesData]) -> None:
+    def _absorb(self, new: dict[str, SeriesData], cold_start: bool = True) -> None:
         changed = False
         for key, nd in new.items():
             old = self.series_.get(key)
             if old is None:
+                if not cold_start:   # fit() is about to model it properly
+                    continue
                 self.series_[key] = nd
                 self.states_[key] = self._cold_start(nd)
                 self._rows.pop(key, None)
