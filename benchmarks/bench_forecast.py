@@ -2,7 +2,7 @@
 
     python benchmarks/bench_forecast.py [--only calibration,cost] [--datasets alibaba,tenants]
         [--models prophet,ets,week-peak,seasonal-naive] [--ablations] [--cost-days 4]
-        [--baseline-rev 3fc4f72] [--json FILE]
+        [--before] [--baseline-rev 3fc4f72] [--json FILE]
 
 Calibration (GFS-SPEC §2.1, issue 10 target). Protocol = `ForecastProvider`'s: daily fit at 00:00,
 hourly update with the hour just ended, forecast h = 1..4 from it; scored over August 2024 (the
@@ -25,6 +25,9 @@ March–August replay) and ``paper-a100`` (36 A100 tenants, replay from Jul 4), 
 Prophet forecaster (plus ETS, Prophet refitted every 3 days and ``auto``). The baseline is the old
 daily-path provider of ``--baseline-rev`` (git archive of that revision, run in a subprocess with
 the same driver in the same run). CPU = getrusage self + children (Stan runs as a child process).
+
+``--before`` scores the same August window with the old code of ``--baseline-rev`` too (its
+own backtest = the daily path and the old models, in a subprocess; Prophet only on alibaba).
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ DAY = 86_400
 EVAL_START = 13_219_200  # 2024-08-01 00:00, seconds since 2024-03-01
 WINDOW = ("2024-08-01", "2024-09-01")
 REPO = Path(__file__).resolve().parent.parent
+def data_dir() -> Path:
+    from gfs_opt.paths import data_dir as shared
+
+    return shared()
+
+
 REPLAY_FROM = {"synthetic": 0, "paper-a100": 10_800_000}   # paper-a100 replays from 2024-07-04
 
 
@@ -72,7 +81,7 @@ def model_set(names: list[str], ablations: bool) -> dict[str, object]:
     from gfs_opt.forecast import make_forecaster
 
     levels = (0.1, 0.9)
-    out: dict[str, object] = {n: make_forecaster(n, quantiles=levels) for n in names}
+    out: dict[str, object] = {n: make_forecaster(n, quantiles=levels) for n in names if n}
     if ablations:
         out["prophet-no-residual"] = make_forecaster("prophet", quantiles=levels, residual="none")
         out["prophet-holdout2"] = make_forecaster("prophet", quantiles=levels, calibration_days=2)
@@ -81,7 +90,8 @@ def model_set(names: list[str], ablations: bool) -> dict[str, object]:
     return out
 
 
-def calibration(name: str, models: list[str], ablations: bool, path_too: bool) -> dict[str, object]:
+def calibration(name: str, models: list[str], ablations: bool, path_too: bool,
+                before: str | None = None) -> dict[str, object]:
     from gfs_opt.forecast.backtest import calibration_report, eligible_series, run_backtest
 
     df = dataset(name)
@@ -121,14 +131,98 @@ def calibration(name: str, models: list[str], ablations: bool, path_too: bool) -
         print("accuracy (all series): MAE, pinball q0.9, seconds per fit / update / predict")
         print(summ[["mae", "pinball", "coverage", "fit_s", "update_s", "predict_s"]].to_string(
             float_format=lambda v: f"{v:.4g}"))
+        pools = pool_coverage(res.forecasts)
+        if not pools.empty:
+            print("pool level, as the quota sees it (μ_p = Σ μ, σ_p² = Σ σ², bound μ_p + z·σ_p): "
+                  "coverage per pool and lead")
+            print(pools.to_string(float_format=lambda v: f"{v:.3f}"))
         for model in share.index:
             worst = float(share.loc[model, ["1", "2", "3", "4"]].min())
             print(f"  {model}: min share over leads {worst:.3f} → target "
                   f"{'MET' if worst >= 0.75 else 'MISSED'}")
+        if update == "hourly" and before:
+            out["before"] = before_run(name, df, eligible, before, models)
         out[update] = {"coverage": cov.to_dict(), "share": share.to_dict(),
                        "share_plain": plain.to_dict(), "summary": summ.reset_index().to_dict(
                            orient="records"), "wall_s": wall, "cpu_s": cpu}
     return out
+
+
+def pool_coverage(forecasts: pd.DataFrame, rho: float = 0.9) -> pd.DataFrame:
+    """Coverage of the pool bound μ_p + Φ⁻¹(ρ)·σ_p from tenant forecasts aggregated as
+    `pool_forecasts(method="independent")` does, per model × pool × h (tenant series only)."""
+    from scipy.stats import norm
+
+    f = forecasts[forecasts["series"].str.contains("|", regex=False)]
+    if f.empty:
+        return pd.DataFrame()
+    f = f.assign(pool=f["series"].str.split("|").str[0], var=f["std"] ** 2)
+    g = f.groupby(["model", "pool", "origin", "h"], sort=False).agg(
+        mu=("mean", "sum"), var=("var", "sum"), y=("y", "sum")).reset_index()
+    g["covered"] = g["y"] <= g["mu"] + norm.ppf(rho) * np.sqrt(g["var"]) + 1e-6
+    return g.pivot_table(index=["model", "pool"], columns="h", values="covered", aggfunc="mean")
+
+
+def before_run(name: str, df: pd.DataFrame, eligible: pd.Series, rev: str,
+               models: list[str]) -> dict[str, object]:
+    """The same window scored by the old code of ``rev`` (daily path, old models), run from a
+    `git archive` in a subprocess; Prophet is left out on the tenants (≈ 40 min there)."""
+    from gfs_opt.forecast.backtest import calibration_report, lead_metrics
+
+    names = [m for m in models if not (name == "tenants" and m == "prophet")]
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = extract(rev, Path(tmp))
+        hist, out = Path(tmp) / "hist.parquet", Path(tmp) / "fc.parquet"
+        df.to_parquet(hist)
+        t0, c0 = time.perf_counter(), cpu_s()
+        env = dict(os.environ, PYTHONPATH=str(tree), GFS_DATA_DIR=str(data_dir()))
+        res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--backtest-worker",
+                              str(hist), ",".join(names), str(out)], env=env, capture_output=True,
+                             text=True, check=False)
+        if res.returncode != 0:
+            raise SystemExit(f"old-code backtest failed:\n{res.stderr[-2000:]}")
+        f = pd.read_parquet(out)
+    wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+    lm = lead_metrics(f, 0.9)
+    share = calibration_report(lm, eligible).pivot(index="model", columns="h", values="share")
+    cov = lm[lm["series"].map(eligible)].pivot_table(index="model", columns="h",
+                                                     values="coverage", aggfunc="mean")
+    err = (f["y"] - f["mean"]).abs().groupby([f["model"], f["series"]]).mean()
+    err = err.groupby(level=0).mean()   # mean over series, as `BacktestResult.summary`
+    q = f["hi"].to_numpy()
+    pin = pd.Series(np.maximum(0.9 * (f["y"] - q), -0.1 * (f["y"] - q)), index=f.index)
+    pin = pin.groupby([f["model"], f["series"]]).mean().groupby(level=0).mean()
+    print(f"\n-- before: code of {rev} (daily path, old models), same window; wall {wall:,.0f} s, "
+          f"CPU (children) {cpu:,.0f} s --")
+    print("share of eligible series in [0.85, 0.95] per lead (tie-aware):")
+    print(share.to_string(float_format=lambda v: f"{v:.3f}"))
+    print("mean coverage of eligible series per lead:")
+    print(cov.to_string(float_format=lambda v: f"{v:.3f}"))
+    print("MAE and pinball q0.9 (means over series):")
+    print(pd.DataFrame({"mae": err, "pinball": pin}).to_string(float_format=lambda v: f"{v:.4g}"))
+    return {"share": share.to_dict(), "coverage": cov.to_dict(), "mae": err.to_dict(),
+            "pinball": pin.to_dict()}
+
+
+def backtest_worker(hist: str, models: str, out: str) -> None:
+    """Old tree: its own run_backtest over August (weeks = 744/168 puts the start on Aug 1)."""
+    from gfs_opt.forecast.backtest import run_backtest
+
+    res = run_backtest(pd.read_parquet(hist), models.split(","), horizon=4, quantile=0.9,
+                       weeks=744 / 168, refit="daily")
+    f = res.forecasts
+    assert f["origin"].min() == pd.Timestamp(WINDOW[0]), f["origin"].min()
+    f.to_parquet(out)
+
+
+def extract(rev: str, where: Path) -> Path:
+    """``gfs_opt`` of git revision ``rev`` unpacked under ``where``; returns the tree root."""
+    tree = where / "old"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "gfs_opt"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
 
 
 # ---- cost ------------------------------------------------------------------------------------
@@ -186,7 +280,7 @@ def cost_worker(setup: str, model: str, days: int, params: dict[str, object]) ->
 
 def run_worker(tree: Path, setup: str, model: str, days: int,
                params: dict[str, object]) -> dict[str, object]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree), GFS_DATA_DIR=str(data_dir()))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--cost-worker", setup, model,
            str(days), json.dumps(params)]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -200,11 +294,7 @@ def cost(days: int, baseline_rev: str) -> list[dict[str, object]]:
           f"per hour); new provider vs the daily-path provider of {baseline_rev} ==")
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        old = Path(tmp) / "old"
-        old.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", baseline_rev, "gfs_opt"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        old = extract(baseline_rev, Path(tmp))
         runs = [("synthetic", "prophet", {}), ("paper-a100", "prophet", {}),
                 ("synthetic", "ets", {}), ("paper-a100", "ets", {}),
                 ("synthetic", "prophet", {"refit_days": 3}), ("synthetic", "auto", {"_": 0})]
@@ -232,8 +322,13 @@ def cost(days: int, baseline_rev: str) -> list[dict[str, object]]:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--cost-worker":
+        # an archived old tree sits outside the checkout: point it at the same shared data
+        os.environ.setdefault("GFS_DATA_DIR", str(REPO.parent / "shared" / "data"))
         setup, model, days, params = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
         print(json.dumps(cost_worker(setup, model, days, json.loads(params))))
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--backtest-worker":
+        backtest_worker(*sys.argv[2:5])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="calibration,cost")
@@ -245,6 +340,8 @@ def main() -> int:
     ap.add_argument("--tenant-extra", default="auto",
                     help="extra models for the tenant series (default auto: Prophet only for "
                          "tenants with 2 weeks of ≥ 25 %% activity)")
+    ap.add_argument("--before", action="store_true",
+                    help="also score the same window with the old code of --baseline-rev")
     ap.add_argument("--cost-days", type=int, default=4)
     ap.add_argument("--baseline-rev", default="3fc4f72",
                     help="git revision with the old daily-path provider (default: the branch base)")
@@ -260,7 +357,8 @@ def main() -> int:
             # costs ≈ 30 min per variant on 2 shared cores
             small = name == "alibaba"
             out[name] = calibration(name, models + ([] if small else args.tenant_extra.split(",")),
-                                    args.ablations and small, path_too=small)
+                                    args.ablations and small, path_too=small,
+                                    before=args.baseline_rev if args.before else None)
     if "cost" in parts:
         out["cost"] = cost(args.cost_days, args.baseline_rev)
     if args.json:

@@ -193,9 +193,20 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 @needs_data
 @pytest.mark.slow
 def test_real_data_targets_prophet_vs_week_peak() -> None:
-    """GDE targets on the real per-GPU-model hourly demand (≈ 2 min: 6 pools × 56 daily fits)."""
+    """GDE targets on the real per-GPU-model hourly demand, August 2024, daily fit + hourly
+    update (≈ 3–5 min: 6 pools × 31 Prophet fits, 744 hourly updates)."""
     res = run_backtest(load_alibaba_hourly(), ["prophet", "week-peak"], horizon=4, quantile=0.9,
-                       weeks=8)
+                       start="2024-08-01", end="2024-09-01")
     m = res.metrics.pivot(index="series", columns="model", values=["pinball", "coverage"])
     assert 0.85 <= m["coverage"]["prophet"].mean() <= 0.95
     assert (m["pinball"]["prophet"] < m["pinball"]["week-peak"]).sum() >= 4
+
+
+@needs_data
+@pytest.mark.slow
+def test_real_data_per_lead_calibration_ets() -> None:
+    """Issue 10's calibration target with the fast model on the 6 real pools (≈ 1 min)."""
+    res = run_backtest(load_alibaba_hourly(), ["ets"], horizon=4, quantile=0.9,
+                       start="2024-08-01", end="2024-09-01")
+    rep = calibration_report(res.lead_metrics).set_index("h")
+    assert (rep.loc[["1", "2", "3", "4"], "share"] >= 0.75).all()

@@ -212,7 +212,7 @@ def run_backtest(history: pd.DataFrame, models: Sequence[str] | Mapping[str, For
     if forecasts.empty:
         raise GfsError("the backtest produced no scored forecast (no series overlaps the window)")
     metrics = _metrics(forecasts, quantile, timings)
-    return BacktestResult(forecasts, metrics, quantile, timings, _lead_metrics(forecasts, quantile))
+    return BacktestResult(forecasts, metrics, quantile, timings, lead_metrics(forecasts, quantile))
 
 
 def _label_hourly(preds: list[pd.DataFrame],
@@ -281,7 +281,8 @@ def _metrics(f: pd.DataFrame, quantile: float, timings: dict[str, dict[str, floa
     return out[METRIC_COLUMNS]
 
 
-def _lead_metrics(f: pd.DataFrame, quantile: float) -> pd.DataFrame:
+def lead_metrics(f: pd.DataFrame, quantile: float) -> pd.DataFrame:
+    """`LEAD_COLUMNS` from a scored forecast frame (model, series, h, y, mean, lo, hi)."""
     q = _quantile_col(f, quantile)
     work = pd.DataFrame({"model": f["model"], "series": f["series"], "h": f["h"],
                          "cov": (f["y"] <= q + TIE_EPS).astype(float),
