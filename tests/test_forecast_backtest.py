@@ -194,7 +194,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 @pytest.mark.slow
 def test_real_data_targets_prophet_vs_week_peak() -> None:
     """GDE targets on the real per-GPU-model hourly demand, August 2024, daily fit + hourly
-    update (≈ 3–5 min: 6 pools × 31 Prophet fits, 744 hourly updates)."""
+    update (≈ 1 min on a quiet machine: 6 pools × 31 Prophet fits, 744 hourly updates)."""
     res = run_backtest(load_alibaba_hourly(), ["prophet", "week-peak"], horizon=4, quantile=0.9,
                        start="2024-08-01", end="2024-09-01")
     m = res.metrics.pivot(index="series", columns="model", values=["pinball", "coverage"])
