@@ -126,9 +126,10 @@ next hours' demand decides how many GPUs LP may use. Here we backtest the foreca
 `gfs_opt.forecast` on **real** demand: the hourly GPUs requested by active jobs per GPU model of
 the Alibaba 2026 trace (a published aggregate of the real job file, `alibaba-hourly`).
 
-Protocol (`gfs_opt.forecast.backtest`): refit daily at midnight on all earlier hours, forecast
-the next 4 hours at every hour, score mean error (MAE, WAPE), the 0.9-quantile (pinball loss and
-coverage — the share of hours below it, target 0.9) and the width of the 10–90 % band.
+Protocol (`gfs_opt.forecast.backtest`, the simulator's): refit daily at midnight on all earlier
+hours, then at every hour update the model with the hour that just ended and forecast the next 4
+hours from it; score mean error (MAE, WAPE), the 0.9-quantile (pinball loss and coverage — the
+share of hours below it, target 0.9) and the width of the 10–90 % band.
 """),
     code(SETUP),
     code("""

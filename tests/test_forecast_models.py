@@ -15,8 +15,9 @@ from scipy.stats import norm
 from gfs_opt.errors import GfsError
 from gfs_opt.forecast import make_forecaster
 from gfs_opt.forecast.auto import AutoForecaster
-from gfs_opt.forecast.base import Forecaster, qcol
+from gfs_opt.forecast.base import MAX_LEAD, Forecaster, qcol
 from gfs_opt.forecast.baselines import PreviousWeekPeak, SeasonalNaive
+from gfs_opt.forecast.calibration import lead_spreads
 from gfs_opt.forecast.ets import SeasonalETS
 from gfs_opt.forecast.prophet_model import ProphetForecaster
 
@@ -191,17 +192,18 @@ def test_prophet_quantile_covers_at_nominal_rate() -> None:
     assert 0.82 <= cover <= 0.97
 
 
-def test_prophet_calibration_scores_past_forecasts_and_warm_starts() -> None:
+def test_prophet_hold_out_seeding_and_out_of_sample_errors_kept_across_refits() -> None:
     hist, _ = frame(24 * 16)
-    model = ProphetForecaster(calibration_days=1, uncertainty_samples=100)
+    model = ProphetForecaster(calibration_days=1, uncertainty_samples=50)
     day1 = hist[hist["ds"] < T0 + pd.Timedelta(days=15)]
     model.fit(day1)
-    assert len(model.calib_errors_["P|s0"]) == 24   # seeded by one hold-out day
+    origins, rows = model.oos_errors_["P|s0"]
+    assert len(origins) == 24 and rows.shape == (24, MAX_LEAD)   # one hold-out day
     assert "P|s0" in model.warm_params_
-    model.predict(30)
-    model.fit(hist)                                  # the next day: yesterday's forecast is scored
-    assert len(model.calib_errors_["P|s0"]) == 48
-    assert 0.5 <= model.scale_of("P|s0") <= 2.0
+    model.fit(hist)             # the next day: the forecasts issued after the first fit are kept
+    origins, rows = model.oos_errors_["P|s0"]
+    assert len(origins) == 48 and np.all(np.diff(origins) == 1)
+    assert np.isfinite(rows[:, 0]).all()
 
 
 def test_prophet_is_deterministic() -> None:
@@ -214,17 +216,19 @@ def test_prophet_is_deterministic() -> None:
                                   runs[1].predict_samples(6, 20)["P|s1"])
 
 
-def test_prophet_scale_follows_errors() -> None:
-    model = ProphetForecaster(calibration_prior_h=0)
-    model._remember("s", np.random.default_rng(0).normal(0, 2.0, 2000))
-    assert model.scale_of("s") == pytest.approx(2.0, rel=0.1)
-    rms = ProphetForecaster(calibration="rms", calibration_prior_h=0)
-    rms._remember("s", np.full(100, 3.0))
-    assert rms.scale_of("s") == pytest.approx(3.0)
-    shrunk = ProphetForecaster(calibration_prior_h=48)
-    shrunk._remember("s", np.full(48, 2.0 * norm.ppf(0.9)))
-    assert shrunk.scale_of("s") == pytest.approx(1.5)  # half data (k = 2), half prior (k = 1)
-    assert ProphetForecaster(calibration="none").scale_of("s") == 1.0
+def test_lead_spreads_measure_rms_and_empirical_quantiles() -> None:
+    rng = np.random.default_rng(0)
+    big = np.column_stack([rng.normal(0, 1, 4000), rng.exponential(2.0, 4000)])
+    short = np.array([[1.0, np.nan]] * 30 + [[np.nan, np.nan]] * 5)
+    std, off = lead_spreads([big, short, np.empty((0, 2))], 2, (0.1, 0.9),
+                            np.array([9.0, 9.0, 4.0]), min_errors=24)
+    assert std[0, 0] == pytest.approx(1.0, rel=0.05)
+    assert std[0, 1] == pytest.approx(np.sqrt(8.0), rel=0.05)         # RMS, bias included
+    assert off[0.9][0, 0] == pytest.approx(norm.ppf(0.9), abs=0.06)
+    assert off[0.9][0, 1] == pytest.approx(2.0 * np.log(10.0), rel=0.06)  # exponential's q0.9
+    assert off[0.1][0, 1] == pytest.approx(-2.0 * np.log(0.9), rel=0.15)
+    assert std[1, 0] == 1.0 and std[1, 1] == 1.0                       # lead 2 reuses lead 1
+    assert std[2, 0] == 4.0 and off[0.9][2, 0] == pytest.approx(4.0 * norm.ppf(0.9))  # cold
 
 
 def test_prophet_short_series_use_fallback_and_samples_are_prophets() -> None:

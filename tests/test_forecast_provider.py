@@ -106,20 +106,101 @@ def feed(provider: ForecastProvider, start_h: int, end_h: int, refit: bool = Tru
             provider.observe(t_hour + minute * 60, usage)
 
 
-def test_provider_slices_the_precomputed_day() -> None:
-    p = ForecastProvider("week-peak", horizon_h=4, rho=0.9)
-    feed(p, 0, 15 * 24)
+def test_provider_forecasts_from_the_latest_completed_hour() -> None:
     t = 15 * DAY
+    p = ForecastProvider("week-peak", horizon_h=4, rho=0.9)
+    feed(p, 0, 15 * 24, refit=False)
     assert p.refit(t)
+    feed(p, 15 * 24, 15 * 24 + 5, refit=False)
     now = p.pool_forecasts(t + 5 * 3600 + 120)      # 05:02 → hours 5..8
     assert set(now) == {"A", "B"}
     expected = [demand(15 * 24 + 5 + k - 168, "x") + demand(15 * 24 + 5 + k - 168, "y")
                 for k in range(4)]
     np.testing.assert_allclose(now["A"].mean, expected)
-    assert now["A"].std.shape == (4,) and (now["A"].std > 0).all()
+    assert now["A"].std.shape == (4,) and (now["A"].std >= 0).all()
     assert p.pool_forecasts(t + 5 * 3600 + 1000) is now   # cached within the hour
-    late = p.pool_forecasts(t + 2 * DAY)                 # refit skipped: last hour repeated
-    assert len(late["A"].mean) == 4 and np.all(late["A"].mean == late["A"].mean[0])
+    assert len(p.update_log) == 1 and p.update_log[0]["hours"] == 5
+    # no refit for two days: still forecast from the latest hour, by the model's rule
+    feed(p, 15 * 24 + 5, 17 * 24 + 3, refit=False)
+    late = p.pool_forecasts(17 * DAY + 3 * 3600)
+    hours = 17 * 24 + 3 + np.arange(4) - 168
+    np.testing.assert_allclose(late["A"].mean, [demand(h, "x") + demand(h, "y") for h in hours])
+    np.testing.assert_allclose(late["B"].mean, [demand(h, "z") for h in hours])
+    assert len(p.refit_log) == 1
+
+
+def step_demand(hours: np.ndarray, seed: int, level: float) -> np.ndarray:
+    """Job-like demand: a level that holds for a few hours, then jumps (persistent, like HP use)."""
+    rng = np.random.default_rng(seed)
+    y = np.empty(len(hours))
+    cur = level
+    for i in range(len(hours)):
+        if rng.random() < 0.15:
+            cur = max(0.0, level + rng.normal(0, 0.3 * level))
+        y[i] = cur
+    return y
+
+
+def drain_provider(model: str | object, drop_hour: int, days: int = 10) -> ForecastProvider:
+    p = ForecastProvider(model, horizon_h=4)   # type: ignore[arg-type]
+    hours = np.arange(days * 24 + 12)
+    ya, yb = step_demand(hours, 1, 100.0), step_demand(hours, 2, 60.0)
+    ya[hours >= drop_hour] = 0.0
+    yb[hours >= drop_hour] = 0.0
+    for h in hours:
+        if h == (days - 1) * 24:
+            p.refit(h * 3600.0)
+        p.observe(h * 3600.0, {("A", "x"): ya[h], ("A", "y"): yb[h]})
+    return p
+
+
+@pytest.mark.parametrize("model", ["ets", "prophet"])
+def test_provider_follows_a_demand_drop(model: str) -> None:
+    """The "drain" bug: use falls to 0 after the fit; the forecast must follow within hours."""
+    if model == "prophet":
+        from gfs_opt.forecast.prophet_model import ProphetForecaster
+
+        forecaster: object = ProphetForecaster(quantiles=(0.9,), uncertainty_samples=20,
+                                               window_h=7 * 24)
+    else:
+        forecaster = model
+    drop = 9 * 24 + 4                                   # 04:00, four hours after the refit
+    p = drain_provider(forecaster, drop)
+    before = p.pool_forecasts((drop - 1) * 3600.0)["A"].mean[0]
+    assert before > 100
+    after = p.pool_forecasts((drop + 3) * 3600.0)["A"]  # three zero hours observed
+    assert after.mean[0] < 0.2 * before
+    assert len(p.refit_log) == 1                        # followed without a refit
+
+
+def test_provider_no_longer_slices_the_midnight_path() -> None:
+    """Regression: the forecast at 05:00 must use hours 00–04, not the path computed at 00:00."""
+    p = ForecastProvider("ets", horizon_h=4)
+    feed(p, 0, 15 * 24)
+    p.refit(15 * DAY)
+    fits = len(p.refit_log)
+    midnight = p.pool_forecasts(15 * DAY)["A"].mean.copy()
+    for hour in range(15 * 24, 15 * 24 + 5):     # tenant A|y jumps from 5 to 80 GPUs
+        p.observe(hour * 3600, {("A", "x"): demand(hour, "x"), ("A", "y"): 80.0,
+                                ("B", "z"): demand(hour, "z")})
+    five = p.pool_forecasts(15 * DAY + 5 * 3600)["A"].mean
+    # a path computed at 00:00 would still say ≈ 20 + 10·sin + 5 for 05:00–08:00
+    assert (five > midnight[0] + 40).all()
+    assert p.model.states_["A|y"].levels[-1] > 50      # type: ignore[attr-defined]
+    assert len(p.refit_log) == fits and p.update_log[-1]["hours"] == 5
+
+
+def test_provider_tenant_appearing_between_refits() -> None:
+    p = ForecastProvider("prophet", horizon_h=3)
+    feed(p, 0, 3 * 24)
+    p.model = make_forecaster("ets", quantiles=(0.9,))   # fast stand-in, same code path
+    p.refit(3 * DAY)
+    feed(p, 3 * 24, 3 * 24 + 2, refit=False)
+    p.observe(3 * DAY + 2 * 3600, {("C", "new"): 12.0})  # a new pool and tenant at 02:00
+    fcs = p.pool_forecasts(3 * DAY + 3 * 3600)
+    assert fcs["C"].mean[0] == pytest.approx(12.0) and fcs["C"].std[0] > 0
+    assert set(fcs) == {"A", "B", "C"}
+    assert p.has_history("C")
 
 
 def test_provider_before_history_and_refit_from() -> None:
@@ -145,6 +226,10 @@ def test_provider_new_tenant_and_samples() -> None:
     assert fcs["C"].mean[0] == pytest.approx(8.0)
     assert fcs["A"].samples is not None and fcs["A"].samples.shape == (16, 4)
     assert p.refit_log[-1]["series"] == 4
+    # samples stay aligned with the current hour when hours were skipped (no observations)
+    later = p.pool_forecasts(3 * DAY + 5 * 3600)
+    assert later["A"].samples is not None and later["A"].samples.shape == (16, 4)
+    assert len(later["A"].mean) == 4
 
 
 def test_provider_refresh_is_cheap() -> None:
@@ -153,8 +238,12 @@ def test_provider_refresh_is_cheap() -> None:
     p.refit(3 * DAY)
     t0 = time.perf_counter()
     for k in range(288):                                  # every 300 s for a day
+        if k % 12 == 0 and k:
+            hour = 3 * 24 + k // 12 - 1
+            p.observe(hour * 3600, {("A", "x"): demand(hour, "x")})
         p.pool_forecasts(3 * DAY + k * 300)
     assert (time.perf_counter() - t0) / 288 < 0.05
+    assert len(p.update_log) == 24                        # one update + predict per hour
 
 
 def test_provider_accepts_an_instance_and_checks_arguments() -> None:

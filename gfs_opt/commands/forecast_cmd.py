@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     fsub = p.add_subparsers(dest="forecast_command", metavar="ACTION")
     fsub.required = True
 
-    b = fsub.add_parser("backtest", help="rolling-origin backtest of forecasters (daily refits)")
+    b = fsub.add_parser("backtest", help="rolling-origin backtest of forecasters (daily refit, "
+                                         "hourly update: the simulator's protocol)")
     b.add_argument("--data", required=True,
                    help="'alibaba-hourly' (real per-GPU-model demand, shipped), a long CSV "
                         "(ds,series,y or --time-col/--series-col/--value-col), a wide CSV (a "
@@ -32,9 +33,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--quantile", type=cargs.number(0, 1, lo_open=True, hi_open=True), default=0.9,
                    help="quantile scored, in (0, 1) (default 0.9)")
     b.add_argument("--weeks", type=cargs.number(0, 520, lo_open=True), default=8,
-                   help="evaluation weeks at the end (default 8)")
+                   help="evaluation weeks at the end (default 8; ignored with --eval-start)")
+    b.add_argument("--eval-start", default=None,
+                   help="first evaluated hour, e.g. 2024-08-01 (default: --weeks before the end)")
+    b.add_argument("--eval-end", default=None,
+                   help="end of the evaluation window, exclusive (default: end of the data)")
     b.add_argument("--refit", type=_refit, default="daily",
                    help="'daily', 'hourly' or hours between refits")
+    b.add_argument("--update", choices=["hourly", "none"], default="hourly",
+                   help="between refits: 'hourly' = condition on each completed hour and forecast "
+                        "from it (default, as the simulator's provider); 'none' = slice the "
+                        "path forecast at the refit")
+    b.add_argument("--min-active", type=cargs.number(0, 1), default=0.5,
+                   help="calibration report: a series is scored if it was seen before the window "
+                        "and is non-zero in at least this share of its window hours (default 0.5)")
     b.add_argument("--series", default=None, help="comma-separated series to keep (default all)")
     b.add_argument("--max-series", type=cargs.number(1, integer=True), default=None,
                    help="keep only the N series with the largest mean demand")
@@ -94,7 +106,9 @@ def _select(df: pd.DataFrame, series: str | None, max_series: int | None) -> pd.
 
 
 def _backtest(args: argparse.Namespace) -> int:
-    from gfs_opt.forecast.backtest import run_backtest
+    import pandas as pd
+
+    from gfs_opt.forecast.backtest import calibration_report, eligible_series, run_backtest
     from gfs_opt.forecast.plot import plot_bands
     from gfs_opt.forecast.sources import load_history
 
@@ -105,10 +119,13 @@ def _backtest(args: argparse.Namespace) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     result = run_backtest(df, models, horizon=args.horizon, quantile=args.quantile,
                           weeks=args.weeks, refit=args.refit, seed=args.seed,
-                          progress=not args.no_progress and sys.stderr.isatty())
+                          progress=not args.no_progress and sys.stderr.isatty(),
+                          update=args.update, start=args.eval_start, end=args.eval_end)
     summary = result.summary()
     n_series = int(result.metrics["series"].nunique())
-    print(f"\nrolling backtest: last {args.weeks:g} weeks, refit {args.refit}, horizon "
+    f = result.forecasts
+    window = f"{f['ds'].min():%Y-%m-%d %H:%M} to {f['ds'].max():%Y-%m-%d %H:%M}"
+    print(f"\nrolling backtest: {window}, refit {args.refit}, update {args.update}, horizon "
           f"{args.horizon} h, quantile {args.quantile:g} (pinball/coverage at q{args.quantile:g}, "
           f"width = q{min(args.quantile, 1 - args.quantile):g}–q{max(args.quantile, 1 - args.quantile):g})")
     print(summary.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
@@ -117,12 +134,27 @@ def _backtest(args: argparse.Namespace) -> int:
             table = result.metrics.pivot(index="series", columns="model", values=metric)
             print(f"\n{metric} per series")
             print(table.to_string(float_format=lambda v: f"{v:,.3f}"))
+    eligible = eligible_series(df, f["origin"].min(), f["ds"].max() + pd.Timedelta(hours=1),
+                               args.min_active)
+    eligible = eligible[eligible.index.isin(result.metrics["series"])]
+    report = calibration_report(result.lead_metrics, eligible)
+    print(f"\ncalibration per step h: series with q{args.quantile:g} coverage in [0.85, 0.95] "
+          f"(tie-aware: [P(y<q), P(y≤q)] meets the band); eligible {int(eligible.sum())} of "
+          f"{len(eligible)} series (seen before the window, non-zero in ≥ {args.min_active:g} of "
+          f"its hours)")
+    print(report.pivot(index="h", columns="model", values="share").to_string(
+        float_format=lambda v: f"{v:.3f}"))
+    args.out.mkdir(parents=True, exist_ok=True)
     result.metrics.to_csv(args.out / "metrics.csv", index=False)
+    result.lead_metrics.assign(eligible=result.lead_metrics["series"].map(eligible)).to_csv(
+        args.out / "lead_metrics.csv", index=False)
+    report.to_csv(args.out / "calibration.csv", index=False)
     summary.to_csv(args.out / "summary.csv", index=False)
     if args.save_forecasts:
         result.forecasts.to_csv(args.out / "forecasts.csv.gz", index=False)
     png = plot_bands(result.forecasts, args.out / "bands.png", args.quantile)
-    print(f"\nwrote {args.out / 'metrics.csv'}, {args.out / 'summary.csv'}, {png}")
+    print(f"\nwrote {args.out / 'metrics.csv'}, {args.out / 'lead_metrics.csv'}, "
+          f"{args.out / 'calibration.csv'}, {args.out / 'summary.csv'}, {png}")
     return 0
 
 

@@ -5,24 +5,41 @@ state set by ``fit`` (attributes ending in ``_``), and ``predict`` returning a p
 
 Units: ``y`` is HP GPUs in use (GPUs, not milli-GPU), the hourly maximum of minute samples.
 
-History frame (input of ``fit``): columns ``ds`` (hourly timestamps), ``series`` (str) and ``y``
-(float). Rows need not be sorted. Hours missing inside a series are filled by linear interpolation
-(the simulator's series builder never leaves gaps; CSV inputs may).
+History frame (input of ``fit`` and ``update``): columns ``ds`` (hourly timestamps), ``series``
+(str) and ``y`` (float). Rows need not be sorted. Hours missing inside a series are filled by
+linear interpolation (the simulator's series builder never leaves gaps; CSV inputs may).
+
+Fit and update. ``fit(history)`` is the expensive, daily step. ``update(history)`` is the cheap,
+hourly one: it conditions the fitted model on hours observed since (each model advances its own
+state — a level, a residual, the last values) without refitting. Rows for hours a series has
+already seen are ignored (the model is conditioned on them already; a revised value is used at
+the next fit); a gap between a series' last hour and its new hours is interpolated; a series the
+fit never saw gets a cold-start model (never an error). ``fit`` itself first conditions the old
+model on the new hours, so that the errors of the forecasts it issued are kept (see below).
 
 Prediction frame (output of ``predict(horizon)``): one row per series × step ``h = 1..horizon``
-after the last fitted hour of that series, columns ``series, ds, h, mean, std`` and one ``q<level>``
-column per quantile level given in ``__init__`` (``q0.9``, ``q0.1``). Demand is non-negative, so
-means and quantiles are clipped at 0 (the std is left as the model states it).
+after the last observed hour of that series (fit or update), columns ``series, ds, h, mean, std``
+and one ``q<level>`` column per quantile level given in ``__init__`` (``q0.9``, ``q0.1``).
+Demand is non-negative, so means and quantiles are clipped at 0 (the std is left as measured).
 
-Samples: ``predict_samples(horizon, n)`` → ``{series: array (n, horizon)}``. Models with their own
-predictive distribution (Prophet) return its draws; the others draw Gaussians from mean/std,
-clipped at 0, with the generator seeded by ``seed`` so the result is deterministic.
+Spread (`gfs_opt.forecast.calibration`): per series and per lead ``L = 1..H``, from the errors of
+the forecasts the model issues at hourly origins with its update rule — ``std`` is their
+root-mean-square, ``q<level>`` = raw mean + their empirical quantile. The errors are those of the
+last ``calibration window`` of origins: the model's own out-of-sample errors, kept across refits
+(``oos_errors_``), and, where fewer exist (the first days), the rule's errors re-computed over
+the fitted history by the current model (in-sample). Models with their own spread (a point
+forecast, or Prophet's own intervals) may state it instead.
+
+Samples: ``predict_samples(horizon, n)`` → ``{series: array (n, horizon)}``: the mean plus whole
+error rows drawn from the same errors (keeps the correlation across leads), Gaussian draws from
+mean/std when too few rows exist, clipped at 0; seeded by ``seed`` and the series key.
 """
 
 from __future__ import annotations
 
 import inspect
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Self, runtime_checkable
@@ -32,10 +49,13 @@ import pandas as pd
 from scipy.stats import norm
 
 from gfs_opt.errors import GfsError
+from gfs_opt.forecast.calibration import draw, lead_spreads
 
 HOUR = pd.Timedelta(hours=1)
 HISTORY_COLUMNS = ("ds", "series", "y")
 PREDICTION_COLUMNS = ("series", "ds", "h", "mean", "std")
+MAX_LEAD = 48        # leads kept per stored out-of-sample error row
+MIN_ERRORS = 24      # fewer errors at a lead than this → the previous lead's or a cold spread
 
 
 @runtime_checkable
@@ -45,6 +65,8 @@ class Forecaster(Protocol):
     quantiles: tuple[float, ...]
 
     def fit(self, history: pd.DataFrame) -> Self: ...
+
+    def update(self, history: pd.DataFrame) -> Self: ...
 
     def predict(self, horizon: int) -> pd.DataFrame: ...
 
@@ -64,67 +86,109 @@ def normalise_quantiles(levels: Iterable[float]) -> tuple[float, ...]:
     return out
 
 
+def hour_of(ts: pd.Timestamp) -> int:
+    """Absolute hour index (hours since 1970-01-01 00:00); ``hour % 24`` is the hour of day."""
+    return int(np.datetime64(ts, "h").astype(np.int64))
+
+
 @dataclass(slots=True)
 class SeriesForecast:
-    """One series' forecast for steps 1..H; quantiles/samples only where the model has them."""
+    """One series' forecast for steps 1..H; std/quantiles/samples only where the model states them
+    (None → the base class measures the spread from the series' errors)."""
 
     mean: np.ndarray
-    std: np.ndarray
+    std: np.ndarray | None = None
     quantiles: dict[float, np.ndarray] | None = None
     samples: np.ndarray | None = None  # (n, H)
 
 
 @dataclass(slots=True)
 class SeriesData:
-    """One series as the models see it: a regular hourly array starting at ``start``."""
+    """One series as the models see it: a regular hourly array from absolute hour ``start_hour``
+    (hours since 1970-01-01 00:00, so ``hour % 24`` is the hour of day)."""
 
     key: str
-    start: pd.Timestamp
+    start_hour: int
     y: np.ndarray
 
     @property
+    def start(self) -> pd.Timestamp:
+        """Timestamp of the first hour."""
+        return pd.Timestamp(np.datetime64(self.start_hour, "h"))
+
+    @property
+    def end_hour(self) -> int:
+        """Absolute hour index of the last observed hour."""
+        return self.start_hour + len(self.y) - 1
+
+    @property
     def end(self) -> pd.Timestamp:
-        """Timestamp of the last fitted hour."""
-        return self.start + (len(self.y) - 1) * HOUR
+        """Timestamp of the last observed hour."""
+        return pd.Timestamp(np.datetime64(self.end_hour, "h"))
 
     def future_ds(self, horizon: int) -> pd.DatetimeIndex:
         return pd.date_range(self.end + HOUR, periods=horizon, freq="h")
 
+    def values_at(self, hours: np.ndarray) -> np.ndarray:
+        """Observed values at absolute hours (any shape); NaN outside the observed range."""
+        pos = np.asarray(hours, dtype=np.int64) - self.start_hour
+        ok = (pos >= 0) & (pos < len(self.y))
+        out = np.full(pos.shape, np.nan)
+        out[ok] = self.y[pos[ok]]
+        return out
 
-def validate_history(history: pd.DataFrame) -> pd.DataFrame:
-    """Check the history frame; returns it with ``ds`` as datetimes, ``y`` as float, ``series`` as str."""
+
+def lead_grid(origins: np.ndarray, horizon: int) -> np.ndarray:
+    """Target hours (len(origins), horizon): origin + 1 .. origin + horizon."""
+    return np.asarray(origins, dtype=np.int64)[:, None] + np.arange(1, horizon + 1)[None, :]
+
+
+def _history_arrays(history: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checked (absolute hour, series key, y) arrays of a history frame (clear errors)."""
     if not isinstance(history, pd.DataFrame):
         raise GfsError(f"history must be a pandas DataFrame, got {type(history).__name__}")
     missing = [c for c in HISTORY_COLUMNS if c not in history.columns]
     if missing:
         raise GfsError(f"history lacks column(s) {missing}; expected {list(HISTORY_COLUMNS)}")
-    try:
-        ds = pd.to_datetime(history["ds"])
-    except (ValueError, TypeError) as exc:
-        raise GfsError(f"history column 'ds' is not a timestamp: {exc}") from None
-    y = pd.to_numeric(history["y"], errors="coerce")
-    if y.isna().any():
-        row = int(np.flatnonzero(y.isna().to_numpy())[0])
-        raise GfsError(f"history column 'y' must be numeric and non-missing (row {row})")
-    if not np.isfinite(y.to_numpy(dtype=float)).all():
-        raise GfsError("history column 'y' holds an infinite value")
-    if ds.isna().any():
+    ds = history["ds"]
+    if not pd.api.types.is_datetime64_dtype(ds.dtype):
+        try:
+            ds = pd.to_datetime(ds)
+        except (ValueError, TypeError) as exc:
+            raise GfsError(f"history column 'ds' is not a timestamp: {exc}") from None
+    stamps = ds.to_numpy(dtype="datetime64[ns]")
+    if np.isnat(stamps).any():
         raise GfsError("history column 'ds' holds a missing timestamp")
-    if len(ds) and ((ds.dt.minute != 0) | (ds.dt.second != 0)).any():
+    hours = stamps.astype("datetime64[h]")
+    if (hours != stamps).any():
         raise GfsError("history timestamps must fall on whole hours (hourly series)")
-    return pd.DataFrame({"ds": ds.to_numpy(), "series": history["series"].astype(str).to_numpy(),
-                         "y": y.to_numpy(dtype=float)})
+    y = history["y"]
+    if not pd.api.types.is_float_dtype(y.dtype) and not pd.api.types.is_integer_dtype(y.dtype):
+        y = pd.to_numeric(y, errors="coerce")
+    values = y.to_numpy(dtype=float, na_value=np.nan)
+    if np.isnan(values).any():
+        row = int(np.flatnonzero(np.isnan(values))[0])
+        raise GfsError(f"history column 'y' must be numeric and non-missing (row {row})")
+    if not np.isfinite(values).all():
+        raise GfsError("history column 'y' holds an infinite value")
+    keys = history["series"].astype(str).to_numpy(dtype=object)
+    return hours.astype(np.int64), keys, values
+
+
+def validate_history(history: pd.DataFrame) -> pd.DataFrame:
+    """Check the history frame; returns it with ``ds`` as datetimes, ``y`` as float, ``series`` as str."""
+    hours, keys, values = _history_arrays(history)
+    return pd.DataFrame({"ds": hours.astype("datetime64[h]").astype("datetime64[ns]"),
+                         "series": keys, "y": values})
 
 
 def split_series(history: pd.DataFrame) -> Iterator[SeriesData]:
     """Yield each series as a regular hourly array (duplicate hours keep their maximum)."""
-    df = validate_history(history)
-    if df.empty:
+    hours, keys, values = _history_arrays(history)
+    if len(hours) == 0:
         return
-    df = df.sort_values(["series", "ds"], kind="stable")
-    keys = df["series"].to_numpy()
-    hours = (df["ds"].to_numpy().astype("datetime64[h]").astype(np.int64))
-    values = df["y"].to_numpy()
+    order = np.lexsort((hours, keys))
+    hours, keys, values = hours[order], keys[order], values[order]
     bounds = np.flatnonzero(keys[1:] != keys[:-1]) + 1
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(keys)], strict=True):
         h = hours[lo:hi] - hours[lo]
@@ -133,8 +197,7 @@ def split_series(history: pd.DataFrame) -> Iterator[SeriesData]:
         gaps = np.isnan(y)
         if gaps.any():
             y[gaps] = np.interp(np.flatnonzero(gaps), np.flatnonzero(~gaps), y[~gaps])
-        start = pd.Timestamp(np.datetime64(int(hours[lo]), "h"))
-        yield SeriesData(str(keys[lo]), start, y)
+        yield SeriesData(str(keys[lo]), int(hours[lo]), y)
 
 
 def cold_start_std(y: np.ndarray) -> float:
@@ -150,12 +213,22 @@ def cold_start_std(y: np.ndarray) -> float:
 
 
 class BaseForecaster:
-    """Plumbing shared by the models: validation, per-series loop, frame assembly, samples.
+    """Plumbing shared by the models: validation, fit/update bookkeeping, spread, frames, samples.
 
-    Subclasses implement ``_fit_series(data) -> state`` and ``_forecast(key, state, data, horizon)
-    -> SeriesForecast``; the base class stores per-series state in ``states_`` and the series in
-    ``series_``. ``history_hours`` tells callers how much history the model actually uses, so they
-    may pass a shorter frame (None = all of it).
+    Subclasses implement
+    - ``_fit_series(data, prev) -> state`` (the expensive fit; ``prev`` = the series' previous
+      state, already conditioned on ``data``, or None),
+    - ``_update_series(key, state, data, n_old) -> state`` (advance the state over
+      ``data.y[n_old:]``, hours just appended),
+    - ``_forecast(key, state, data, horizon, n_samples) -> SeriesForecast`` (raw mean for steps
+      1..horizon after ``data``'s last hour; std None = measure the spread),
+    - ``_errors(key, state, data, origins, horizon) -> (len(origins), horizon)`` (errors of the
+      forecasts the state's rule issues after each absolute origin hour; NaN where unknown),
+    and may override ``_cold_start(data)`` (a series first seen in ``update``; default: fit it)
+    and ``_calibration_hours()``. The base class keeps the series in ``series_``, per-series
+    state in ``states_``, the last fitted hour per series in ``fit_end_`` and past out-of-sample
+    error rows in ``oos_errors_``. ``history_hours`` tells callers how much history ``fit`` uses,
+    so they may pass a shorter frame (None = all of it).
     """
 
     quantiles: tuple[float, ...]
@@ -186,16 +259,92 @@ class BaseForecaster:
     def history_hours(self) -> int | None:
         return None
 
-    # ---- fit / predict -------------------------------------------------------------------------
+    @property
+    def is_fitted(self) -> bool:
+        return hasattr(self, "states_")
+
+    # ---- fit / update --------------------------------------------------------------------------
     def fit(self, history: pd.DataFrame) -> Self:
         t0 = time.perf_counter()
         series = {s.key: s for s in split_series(self._trim(history))}
+        if self.is_fitted:
+            # the forecasts issued since the last fit are scored before their model is replaced
+            self._absorb(series, cold_start=False)
+            self._harvest()
+            prev = self.states_
+        else:
+            self.oos_errors_: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+            prev = {}
         self._before_fit(series)
         self.series_ = series
-        self.states_ = {key: self._fit_series(data) for key, data in series.items()}
+        self.states_ = {key: self._fit_series(data, prev.get(key)) for key, data in series.items()}
+        self.fit_end_ = {key: data.end_hour for key, data in series.items()}
         self._cache: tuple[int, int, dict[str, SeriesForecast]] | None = None
+        self._rows: dict[str, tuple[int, int, np.ndarray]] = {}
         self.fit_seconds_ = time.perf_counter() - t0
         return self
+
+    def update(self, history: pd.DataFrame) -> Self:
+        """Condition the fitted model on hours observed since (see module doc); cheap."""
+        if not self.is_fitted:
+            raise GfsError(f"{type(self).__name__} is not fitted; call fit(history) before update")
+        t0 = time.perf_counter()
+        self._absorb({s.key: s for s in split_series(history)})
+        self.update_seconds_ = time.perf_counter() - t0
+        return self
+
+    def _absorb(self, new: dict[str, SeriesData], cold_start: bool = True) -> None:
+        changed = False
+        for key, nd in new.items():
+            old = self.series_.get(key)
+            if old is None:
+                if not cold_start:   # fit() is about to model it properly
+                    continue
+                self.series_[key] = nd
+                self.states_[key] = self._cold_start(nd)
+                self._rows.pop(key, None)
+                self.fit_end_[key] = nd.end_hour
+                changed = True
+                continue
+            off = old.end_hour + 1 - nd.start_hour   # position of the first unseen hour in nd
+            if off >= len(nd.y):
+                continue                              # nothing after the series' last hour
+            add = nd.y[max(off, 0):]
+            if off < 0:                               # hours missing in between: interpolate
+                gap = -off
+                fill = np.interp(np.arange(1, gap + 1), [0, gap + 1], [old.y[-1], add[0]])
+                add = np.r_[fill, add]
+            n_old = len(old.y)
+            old.y = np.concatenate([old.y, add])
+            self.states_[key] = self._update_series(key, self.states_[key], old, n_old)
+            changed = True
+        if changed:
+            self._cache = None
+
+    def _harvest(self) -> None:
+        """Keep the errors of the forecasts issued after the last fit (origins ≥ fit end)."""
+        for key, data in self.series_.items():
+            lo = self.fit_end_[key]
+            if data.end_hour <= lo:
+                continue
+            origins = np.arange(lo, data.end_hour)
+            rows = self._errors(key, self.states_[key], data, origins, MAX_LEAD)
+            self._store_errors(key, origins, rows)
+
+    def _store_errors(self, key: str, origins: np.ndarray, rows: np.ndarray) -> None:
+        """Append out-of-sample error rows of a series, keeping one calibration window."""
+        if len(origins) == 0:
+            return
+        width = rows.shape[1]
+        if width < MAX_LEAD:
+            rows = np.hstack([rows, np.full((len(rows), MAX_LEAD - width), np.nan)])
+        old = self.oos_errors_.get(key)
+        if old is not None:
+            keep = old[0] < origins[0]
+            origins = np.r_[old[0][keep], origins]
+            rows = np.vstack([old[1][keep], rows[:, :MAX_LEAD]])
+        recent = origins > origins[-1] - self._calibration_hours() - MAX_LEAD
+        self.oos_errors_[key] = (origins[recent], rows[recent, :MAX_LEAD])
 
     def _trim(self, history: pd.DataFrame) -> pd.DataFrame:
         """Drop rows older than the model's window (cheap pre-filter before validation)."""
@@ -205,26 +354,83 @@ class BaseForecaster:
         ds = pd.to_datetime(history["ds"], errors="coerce")
         return history[~(ds < ds.max() - pd.Timedelta(hours=hours - 1))]
 
+    # ---- hooks ---------------------------------------------------------------------------------
     def _before_fit(self, series: dict[str, SeriesData]) -> None:
-        """Hook: look at the new history before states are replaced (e.g. score old forecasts)."""
+        """Hook: look at the new history before states are replaced."""
 
-    def _fit_series(self, data: SeriesData) -> Any:
+    def _fit_series(self, data: SeriesData, prev: Any = None) -> Any:
         raise NotImplementedError
+
+    def _cold_start(self, data: SeriesData) -> Any:
+        """State for a series first seen in ``update`` (cheap models simply fit it)."""
+        return self._fit_series(data)
+
+    def _update_series(self, key: str, state: Any, data: SeriesData, n_old: int) -> Any:
+        return state
 
     def _forecast(self, key: str, state: Any, data: SeriesData, horizon: int,
                   n_samples: int = 0) -> SeriesForecast:
-        """Forecast one series for steps 1..horizon; ``n_samples`` > 0 asks for draws if the
-        model has its own predictive distribution (others ignore it)."""
         raise NotImplementedError
 
+    def _errors(self, key: str, state: Any, data: SeriesData, origins: np.ndarray,
+                horizon: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _calibration_hours(self) -> int:
+        """How many hourly origins the spread looks back over."""
+        return 14 * 24
+
+    # ---- spread --------------------------------------------------------------------------------
+    def calibration_errors(self, key: str, horizon: int) -> np.ndarray:
+        """Error rows (origins × horizon) the spread of a series is measured on, in no particular
+        order: stored out-of-sample rows where they exist, else the current model's rows (its
+        out-of-sample rows since its fit, in-sample rows before), over the last window of origins."""
+        data = self.series_[key]
+        end = data.end_hour
+        lo = max(end - self._calibration_hours(), data.start_hour)
+        current = self._current_rows(key, lo, end, horizon)   # origins lo .. end−1
+        stored = self.oos_errors_.get(key)
+        if stored is None:
+            return current
+        keep = (stored[0] >= lo) & (stored[0] < end)
+        if not keep.any():
+            return current
+        rows = stored[1][keep][:, :horizon]
+        if rows.shape[1] < horizon:
+            rows = np.hstack([rows, np.full((len(rows), horizon - rows.shape[1]), np.nan)])
+        covered = np.zeros(len(current), dtype=bool)
+        covered[stored[0][keep] - lo] = True
+        return np.vstack([current[~covered], rows])
+
+    def _current_rows(self, key: str, lo: int, end: int, horizon: int) -> np.ndarray:
+        """The current state's error rows for origins lo..end−1. Rows whose targets are all
+        observed never change until the next fit, so they are cached and only the newest
+        ``horizon`` origins are recomputed per call (the provider asks every hour)."""
+        cached = self._rows.get(key)
+        if cached is not None and cached[0] == horizon and cached[1] <= lo:
+            _, c_lo, c_rows = cached
+            c_rows = c_rows[lo - c_lo:]
+            start = lo + len(c_rows)
+        else:
+            c_rows, start = np.empty((0, horizon)), lo
+        data, state = self.series_[key], self.states_[key]
+        fresh = (self._errors(key, state, data, np.arange(start, end), horizon)
+                 if start < end else np.empty((0, horizon)))
+        rows = np.vstack([c_rows, fresh])
+        complete = max(0, min(len(rows), end - horizon - lo + 1))
+        self._rows[key] = (horizon, lo, rows[:complete])
+        return rows
+
+    # ---- predict -------------------------------------------------------------------------------
     def _check_fitted(self, horizon: int) -> None:
-        if not hasattr(self, "states_"):
+        if not self.is_fitted:
             raise GfsError(f"{type(self).__name__} is not fitted; call fit(history) first")
         if int(horizon) != horizon or horizon < 1:
             raise GfsError(f"forecast horizon must be a positive number of hours, got {horizon}")
 
     def forecasts(self, horizon: int, n_samples: int = 0) -> dict[str, SeriesForecast]:
-        """Per-series forecasts (means and quantiles clipped at 0), cached until the next fit."""
+        """Per-series forecasts (means and quantiles clipped at 0), cached until the next
+        fit or update that adds hours."""
         self._check_fitted(horizon)
         horizon = int(horizon)
         if self._cache is not None:
@@ -232,18 +438,45 @@ class BaseForecaster:
             if c_h == horizon and c_n >= n_samples:
                 return c_fcs
         out: dict[str, SeriesForecast] = {}
+        measured: list[str] = []
+        errors: list[np.ndarray] = []
         for key, data in self.series_.items():
             fc = self._forecast(key, self.states_[key], data, horizon, n_samples)
-            fc.mean = np.maximum(np.asarray(fc.mean, dtype=float), 0.0)
+            fc.mean = np.asarray(fc.mean, dtype=float)   # raw until clipped below
+            if fc.std is None:
+                measured.append(key)
+                errors.append(self.calibration_errors(key, horizon))
+            out[key] = fc
+        if measured:
+            window = self._calibration_hours()
+            min_errors = int(getattr(self, "min_residuals", MIN_ERRORS))
+            # the cold spread only matters where lead 1 lacks errors
+            cold = np.array([cold_start_std(self.series_[k].y[-window:])
+                             if np.count_nonzero(~np.isnan(e[:, 0])) < min_errors else 0.0
+                             for k, e in zip(measured, errors, strict=True)])
+            std, offsets = lead_spreads(errors, horizon, self.quantiles, cold, min_errors)
+            for i, key in enumerate(measured):
+                fc = out[key]
+                fc.std = std[i]
+                fc.quantiles = {lv: fc.mean + offsets[lv][i] for lv in self.quantiles}
+                if n_samples:
+                    fc.samples = draw(fc.mean, std[i], errors[i], n_samples, min_errors,
+                                      self._rng(key))
+        for fc in out.values():
+            raw = fc.mean
+            fc.mean = np.maximum(raw, 0.0)
             fc.std = np.maximum(np.asarray(fc.std, dtype=float), 0.0)
             q = dict(fc.quantiles or {})
             for level in self.quantiles:
                 if level not in q:
-                    q[level] = fc.mean + norm.ppf(level) * fc.std
+                    q[level] = raw + norm.ppf(level) * fc.std
             fc.quantiles = {lv: np.maximum(np.asarray(v, dtype=float), 0.0) for lv, v in q.items()}
-            out[key] = fc
         self._cache = (horizon, n_samples, out)
         return out
+
+    def _rng(self, key: str) -> np.random.Generator:
+        """Per-series generator: one shared stream would couple the tenants' draws."""
+        return np.random.default_rng([self.seed % (2 ** 32), zlib.crc32(key.encode())])
 
     def predict(self, horizon: int) -> pd.DataFrame:
         t0 = time.perf_counter()
@@ -253,17 +486,17 @@ class BaseForecaster:
         return frame
 
     def predict_samples(self, horizon: int, n: int) -> dict[str, np.ndarray]:
-        """Gaussian draws from mean/std clipped at 0 unless the model supplies its own samples."""
+        """Draws per series (n, horizon), clipped at 0 (see module doc)."""
         if n < 1:
             raise GfsError(f"number of samples must be ≥ 1, got {n}")
         fcs = self.forecasts(horizon, n)
-        rng = np.random.default_rng(self.seed)
         out: dict[str, np.ndarray] = {}
         for key in sorted(fcs):
             fc = fcs[key]
             if fc.samples is not None and fc.samples.shape[0] >= n:
                 out[key] = np.maximum(fc.samples[:n], 0.0)
             else:
+                rng = self._rng(key)
                 draws = fc.mean + fc.std * rng.standard_normal((n, len(fc.mean)))
                 out[key] = np.maximum(draws, 0.0)
         return out
@@ -278,7 +511,9 @@ def assemble(fcs: dict[str, SeriesForecast], series: dict[str, SeriesData], hori
         frame = pd.DataFrame(cols)
         frame["ds"] = pd.to_datetime(frame["ds"])
         return frame
-    ds = np.concatenate([series[k].future_ds(horizon).to_numpy() for k in keys])
+    ends = np.array([series[k].end_hour for k in keys], dtype=np.int64)
+    ds = ((ends[:, None] + np.arange(1, horizon + 1)[None, :]).ravel()
+          .astype("datetime64[h]").astype("datetime64[ns]"))
     data: dict[str, Any] = {
         "series": np.repeat(np.array(keys, dtype=object), horizon),
         "ds": ds,

@@ -1,21 +1,21 @@
 """Naive baselines: seasonal naive and the paper's previous-week-peak ablation.
 
-Both repeat the value one season ago. Their spread is measured, not assumed: the standard deviation
-of the rule's own errors over the fitted history, ``y_t − y_{t−k·m}`` for the season ``m`` and the
-number ``k = ⌈lead/m⌉`` of seasons the forecast reaches back (``k = 1`` for every lead ≤ m). With
-fewer than ``min_residuals`` such errors the series gets `cold_start_std`. Before one full season
-of history exists the last value is repeated (naive).
+Both repeat the value one season ago: the forecast for lead L after hour o is ``y[o + L − k·m]``
+for the season ``m`` and ``k = ⌈L/m⌉`` (the last season that is already observed). ``update``
+appends the new hours, so the forecast always starts after the latest one. Their spread is
+measured, not assumed: the base class takes it per lead from the rule's own errors at hourly
+origins over the last ``std_window_h`` hours (for L ≤ m these are ``y_t − y_{t−m}``). Before one
+full season of history exists the last value is repeated (naive) with `cold_start_std`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from gfs_opt.errors import GfsError
-from gfs_opt.forecast.base import BaseForecaster, SeriesData, SeriesForecast, cold_start_std
+from gfs_opt.forecast.base import BaseForecaster, SeriesData, SeriesForecast, lead_grid
 
 SEASONS = {"daily": 24, "weekly": 168}
 
@@ -30,18 +30,13 @@ def season_hours(season: str | int) -> int:
     return int(season)
 
 
-@dataclass(slots=True)
-class _NaiveState:
-    std_by_k: dict[int, float]
-    cold_std: float
-
-
 class SeasonalNaive(BaseForecaster):
     """Forecast for lead L = the value ``m·⌈L/m⌉`` hours before the target (m = season).
 
-    Parameters: ``season`` ("daily", "weekly" or hours), ``std_window_h`` (hours of history used to
-    measure the rule's errors), ``min_residuals`` (fewer errors → cold-start spread),
-    ``std`` ("residual" = as above, "zero" = a point forecast with no spread).
+    Parameters: ``season`` ("daily", "weekly" or hours), ``std_window_h`` (hourly origins whose
+    errors give the spread), ``min_residuals`` (fewer errors at a lead → the previous lead's or
+    the cold-start spread), ``std`` ("residual" = measured as above, "zero" = a point forecast
+    with no spread).
     """
 
     def __init__(self, season: str | int = "daily", std_window_h: int = 28 * 24,
@@ -61,34 +56,37 @@ class SeasonalNaive(BaseForecaster):
         # errors of the rule over std_window_h need that many hours plus the seasons looked back
         return self.std_window_h + 2 * self._m
 
-    def _fit_series(self, data: SeriesData) -> _NaiveState:
-        y = data.y[-self.history_hours:]
-        m = self._m
-        stds: dict[int, float] = {}
-        for k in (1, 2):
-            lag = k * m
-            if len(y) > lag:
-                err = y[lag:] - y[:-lag]
-                err = err[-self.std_window_h:]
-                if len(err) >= self.min_residuals:
-                    stds[k] = float(np.sqrt(np.mean(err ** 2)))
-        return _NaiveState(stds, cold_start_std(y))
+    def _calibration_hours(self) -> int:
+        return self.std_window_h
 
-    def _forecast(self, key: str, state: _NaiveState, data: SeriesData,
-                  horizon: int, n_samples: int = 0) -> SeriesForecast:
-        y, m, n = data.y, self._m, len(data.y)
+    def _fit_series(self, data: SeriesData, prev: object = None) -> None:
+        return None  # the rule has no parameters; the data is the state
+
+    def _means(self, data: SeriesData, origins: np.ndarray, horizon: int) -> np.ndarray:
+        """Rule forecasts (len(origins), horizon) after each absolute origin hour."""
         lead = np.arange(1, horizon + 1)
-        k = np.ceil(lead / m).astype(int)
-        src = n - 1 + lead - k * m
-        mean = np.where(src >= 0, y[np.clip(src, 0, n - 1)], y[-1])
+        back = np.ceil(lead / self._m).astype(np.int64) * self._m
+        src = lead_grid(origins, horizon) - back[None, :]
+        last = data.values_at(np.asarray(origins))[:, None]
+        seen = data.values_at(src)
+        # before one season is observed: the origin's own value (naive)
+        return np.where(src >= data.start_hour, seen, last)
+
+    def _forecast(self, key: str, state: None, data: SeriesData,
+                  horizon: int, n_samples: int = 0) -> SeriesForecast:
+        mean = self._means(data, np.array([data.end_hour]), horizon)[0]
         if self.std == "zero":
             return SeriesForecast(mean, np.zeros(horizon))
-        std = np.empty(horizon)
-        for i, kk in enumerate(k):
-            std[i] = state.std_by_k.get(int(kk), state.std_by_k.get(1, state.cold_std))
-            if src[i] < 0:
-                std[i] = state.cold_std
-        return SeriesForecast(mean, std)
+        return SeriesForecast(mean)
+
+    def _errors(self, key: str, state: None, data: SeriesData, origins: np.ndarray,
+                horizon: int) -> np.ndarray:
+        # only forecasts of the seasonal rule itself: the naive fallback of the first season
+        # says nothing about the rule's errors
+        lead = np.arange(1, horizon + 1)
+        src = lead_grid(origins, horizon) - np.ceil(lead / self._m).astype(np.int64) * self._m
+        err = data.values_at(lead_grid(origins, horizon)) - self._means(data, origins, horizon)
+        return np.where(src >= data.start_hour, err, np.nan)
 
 
 class PreviousWeekPeak(SeasonalNaive):

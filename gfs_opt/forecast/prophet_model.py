@@ -1,25 +1,30 @@
-"""Prophet per tenant series: daily + weekly seasonality, Chinese public holidays, calibrated spread.
+"""Prophet per tenant series, refitted daily, conditioned hourly through a state model on its residuals.
 
-Choices (measured on the real per-GPU-model hourly demand, see BENCHMARKS.md):
-- **Short window.** Each fit sees the last ``window_h`` hours (default 4 weeks): demand levels
-  drift, and a shorter window both follows them better and fits faster than 8 weeks.
-- **Warm start.** The previous day's MAP parameters initialise the next fit (Prophet's
-  ``fit(df, init=...)``); Prophet itself falls back to its default init when shapes differ.
-- **Uncertainty.** Prophet's predictive samples (trend-change simulation + observation noise) give
-  the shape of the forecast distribution. Prophet's noise level is an in-sample estimate and
-  hourly demand residuals are strongly autocorrelated, so those intervals are too narrow out of
-  sample (0.9-quantile coverage ≈ 0.83 on the real pools). The spread is therefore rescaled by a
-  factor ``k`` learnt from the model's *own past out-of-sample errors*: each refit scores the
-  previous forecast against the hours that have since been observed, keeps the standardised errors
-  ``z = (y − ŷ)/σ`` of the last ``calibration_window_h`` hours and sets
-  ``k = q_ρ(z) / Φ⁻¹(ρ)`` (``calibration="quantile"``, ρ = ``calibration_level``) or
-  ``k = rms(z)`` (``"rms"``), shrunk towards 1 with the weight of ``calibration_prior_h`` errors
-  (a quantile of a few dozen autocorrelated errors is noisy) and clipped to [0.5, 5]. Before any such error exists, the first fit
-  of a series runs ``calibration_days`` hold-out day-ahead fits (one per day back) to seed them,
-  so the first refit costs ``1 + calibration_days`` fits per series and later ones one.
+Design (measured in BENCHMARKS.md, "Demand forecasting"):
+- **Daily Prophet fit** (daily + weekly seasonality, Chinese public holidays) on the last
+  ``window_h`` hours (default 4 weeks: demand levels drift; a shorter window follows them better
+  and fits faster than 8 weeks), warm-started from the previous day's MAP parameters (Prophet's
+  ``fit(df, init=...)``). The fit also evaluates Prophet's mean ``ŷ`` over its window and the next
+  ``EXTEND_H`` hours (extended lazily if updates run past it).
+- **Hourly state update on the residuals** ``r_t = y_t − ŷ_t`` (``residual="ar1"``): the forecast
+  for lead L after the latest completed hour t is ``ŷ_{t+L} + φ^L·r_t``. Hourly demand residuals
+  are strongly autocorrelated (a burst lasts hours), so the latest residual carries most of the
+  short-term signal Prophet's smooth seasonality misses, and decays back to Prophet with the lead.
+  φ ∈ [0, 1] is picked per series at each fit from a grid by the squared error of this rule at
+  leads 1..``score_leads`` over the in-sample residuals. ``update`` only appends observations:
+  ``r_t`` is read off the latest hour, nothing is refitted. ``residual="none"`` is the plain
+  Prophet path (ablation).
+- **Spread** per lead from the errors of this rule at hourly origins (base class): out-of-sample
+  errors of past forecasts once they exist, in-sample residual errors before. With
+  ``calibration_days`` > 0, a series' first fit adds that many hold-out day fits (one per day
+  back) whose out-of-sample errors seed the spread, at the cost of ``calibration_days`` extra
+  fits. ``calibration="none"`` uses Prophet's own predictive draws instead (ablation).
+- **Refit interval.** ``refit_days = k`` refits Prophet only when its last fit of the series is
+  at least k days old; in between, ``fit`` keeps the model and only conditions it on the new
+  hours (a cost option; default 1 = daily).
 - **Short series.** Fewer than ``min_fit_hours`` hours (or a constant series) → `SeasonalETS`,
-  so a brand-new tenant never breaks a refit; so does a series whose Stan fit fails
-  (recorded in ``failures_``).
+  so a brand-new tenant never breaks a refit; so does a series whose Stan fit fails (recorded in
+  ``failures_``) and a series first seen in ``update`` (until the next fit).
 
 Determinism: Stan's optimiser is seeded and Prophet's sampling uses numpy's global generator, which
 is seeded per series and restored afterwards.
@@ -30,21 +35,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import zlib
-from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from gfs_opt.errors import GfsError
-from gfs_opt.forecast.base import BaseForecaster, SeriesData, SeriesForecast
+from gfs_opt.forecast.base import (
+    MAX_LEAD,
+    BaseForecaster,
+    SeriesData,
+    SeriesForecast,
+    lead_grid,
+)
 from gfs_opt.forecast.ets import SeasonalETS
 
-SCALE_BOUNDS = (0.5, 5.0)
-MIN_CALIBRATION_ERRORS = 24
+EXTEND_H = 48        # hours of Prophet's mean evaluated past the fitted window at each fit
+PHIS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
+_FEATURE_CACHE_SIZE = 64
 
 
 def import_prophet() -> Any:
@@ -71,93 +81,82 @@ def _seeded_global_numpy(seed: int) -> Iterator[None]:
         np.random.set_state(state)
 
 
+def _ts(hour: int) -> pd.Timestamp:
+    return pd.Timestamp(np.datetime64(int(hour), "h"))
+
+
+def choose_phi(r: np.ndarray, leads: int) -> float:
+    """AR(1) factor of the residuals minimising the squared error of ``φ^L·r_t`` at leads 1..L."""
+    best, best_score = 0.0, np.inf
+    for phi in PHIS:
+        score, count = 0.0, 0
+        for lead in range(1, leads + 1):
+            if len(r) <= lead:
+                break
+            e = r[lead:] - phi ** lead * r[:-lead]
+            score += float(np.sum(e * e))
+            count += len(e)
+        if count and score / count < best_score - 1e-12:
+            best, best_score = phi, score / count
+    return best
+
+
 @dataclass(slots=True)
 class _ProphetState:
-    model: Any | None          # fitted Prophet, or None when the fallback handles the series
-    scale: float               # calibration factor k applied to the spread
-    fallback: Any | None = None  # fallback state (SeasonalETS) for short/constant series
+    model: Any | None              # fitted Prophet, or None when the fallback handles the series
+    fit_end: int = 0               # absolute hour of the last hour Prophet was fitted on
+    yhat_start: int = 0            # absolute hour of yhat[0]
+    yhat: np.ndarray = field(default_factory=lambda: np.empty(0))  # Prophet's mean per hour
+    phi: float = 0.0               # residual AR(1) factor
+    fallback: Any | None = None    # SeasonalETS state for short/constant/new/failed series
 
 
 class ProphetForecaster(BaseForecaster):
-    """Prophet per series with calibrated predictive spread and warm-started daily refits."""
+    """Daily Prophet per series + an hourly AR(1) update on its residuals (see module doc)."""
 
     def __init__(self, window_h: int = 28 * 24, daily: bool = True, weekly: bool = True,
                  holidays: str | None = "CN", changepoint_prior_scale: float = 0.05,
-                 seasonality_prior_scale: float = 10.0, uncertainty_samples: int = 200,
-                 calibration: str = "quantile", calibration_level: float | None = None,
-                 calibration_days: int = 2, calibration_window_h: int = 14 * 24,
-                 calibration_prior_h: int = 48, warm_start: bool = True, min_fit_hours: int = 48,
+                 seasonality_prior_scale: float = 10.0, residual: str = "ar1",
+                 score_leads: int = 4, calibration: str = "empirical", calibration_days: int = 0,
+                 calibration_window_h: int = 14 * 24, uncertainty_samples: int = 200,
+                 refit_days: int = 1, warm_start: bool = True, min_fit_hours: int = 48,
                  quantiles: Sequence[float] = (0.9,), seed: int = 0) -> None:
         super().__init__(quantiles, seed)
-        if calibration not in ("quantile", "rms", "none"):
-            raise GfsError(f"calibration must be 'quantile', 'rms' or 'none', got {calibration!r}")
+        if calibration not in ("empirical", "none"):
+            raise GfsError(f"calibration must be 'empirical' or 'none', got {calibration!r}")
+        if residual not in ("ar1", "none"):
+            raise GfsError(f"residual must be 'ar1' or 'none', got {residual!r}")
         if window_h < 2 or uncertainty_samples < 2:
             raise GfsError("Prophet needs window_h ≥ 2 hours and ≥ 2 uncertainty samples")
+        if int(refit_days) != refit_days or refit_days < 1:
+            raise GfsError(f"refit_days must be a positive whole number, got {refit_days}")
         self.window_h = window_h
         self.daily = daily
         self.weekly = weekly
         self.holidays = holidays
         self.changepoint_prior_scale = changepoint_prior_scale
         self.seasonality_prior_scale = seasonality_prior_scale
-        self.uncertainty_samples = uncertainty_samples
+        self.residual = residual
+        self.score_leads = score_leads
         self.calibration = calibration
-        self.calibration_level = calibration_level
         self.calibration_days = calibration_days
         self.calibration_window_h = calibration_window_h
-        self.calibration_prior_h = calibration_prior_h
+        self.uncertainty_samples = uncertainty_samples
+        self.refit_days = refit_days
         self.warm_start = warm_start
         self.min_fit_hours = min_fit_hours
-        # memory kept across refits (warm start, calibration errors, the forecast to score next)
+        # memory kept across refits (warm start; series whose last fit failed → fallback)
         self.warm_params_: dict[str, dict[str, Any]] = {}
-        self.calib_errors_: dict[str, deque[float]] = {}
-        self.last_forecast_: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.failures_: dict[str, str] = {}  # series whose last Prophet fit failed → fallback
+        self.failures_: dict[str, str] = {}
         self._fallback = SeasonalETS(quantiles=self.quantiles, seed=seed)
+        self._features: dict[tuple[int, int, tuple[str, ...]], tuple[np.ndarray, ...]] = {}
 
     @property
     def history_hours(self) -> int | None:
         return self.window_h + 24 * self.calibration_days
 
-    @property
-    def level(self) -> float:
-        if self.calibration_level is not None:
-            return float(self.calibration_level)
-        upper = [q for q in self.quantiles if q > 0.5]
-        return max(upper) if upper else 0.9
-
-    # ---- calibration memory ------------------------------------------------------------------
-    def _before_fit(self, series: dict[str, SeriesData]) -> None:
-        """Score the previous forecasts against the hours observed since, then forget them."""
-        for key, (ds, mean, sd) in self.last_forecast_.items():
-            data = series.get(key)
-            if data is None:
-                continue
-            pos = ((ds - data.start.to_datetime64()) // np.timedelta64(1, "h")).astype(np.int64)
-            ok = (pos >= 0) & (pos < len(data.y)) & (sd > 0)
-            if ok.any():
-                self._remember(key, (data.y[pos[ok]] - mean[ok]) / sd[ok])
-        self.last_forecast_ = {}
-
-    def _remember(self, key: str, z: np.ndarray) -> None:
-        buf = self.calib_errors_.get(key)
-        if buf is None:
-            buf = self.calib_errors_[key] = deque(maxlen=self.calibration_window_h)
-        buf.extend(float(v) for v in z)
-
-    def scale_of(self, key: str) -> float:
-        """Current spread factor k of a series (1 without enough past errors)."""
-        if self.calibration == "none":
-            return 1.0
-        buf = self.calib_errors_.get(key)
-        if buf is None or len(buf) < MIN_CALIBRATION_ERRORS:
-            return 1.0
-        z = np.fromiter(buf, dtype=float)
-        if self.calibration == "rms":
-            k = float(np.sqrt(np.mean(z ** 2)))
-        else:
-            k = float(np.quantile(z, self.level)) / float(norm.ppf(self.level))
-        k = (len(z) * k + self.calibration_prior_h) / (len(z) + self.calibration_prior_h)
-        return float(np.clip(k, *SCALE_BOUNDS))
+    def _calibration_hours(self) -> int:
+        return self.calibration_window_h
 
     # ---- fitting -------------------------------------------------------------------------------
     def _new_model(self) -> Any:
@@ -194,41 +193,142 @@ class ProphetForecaster(BaseForecaster):
     def _usable(self, y: np.ndarray) -> bool:
         return len(y) >= self.min_fit_hours and float(np.ptp(y)) > 0
 
-    def _fit_series(self, data: SeriesData) -> _ProphetState:
+    def _before_fit(self, series: dict[str, SeriesData]) -> None:
+        self._features = {}
+
+    def _cold_start(self, data: SeriesData) -> _ProphetState:
+        return _ProphetState(None, data.end_hour, fallback=self._fallback._fit_series(data))
+
+    def _fit_series(self, data: SeriesData, prev: Any = None) -> _ProphetState:
         y = data.y[-self.window_h:]
         if not self._usable(y):
-            return _ProphetState(None, 1.0, self._fallback._fit_series(data))
-        start = data.end - (len(y) - 1) * pd.Timedelta(hours=1)
+            return self._cold_start(data)
+        if (isinstance(prev, _ProphetState) and prev.model is not None
+                and data.end_hour - prev.fit_end < 24 * self.refit_days):
+            return prev  # refit interval not reached: keep the model, already conditioned
+        start_h = data.end_hour - len(y) + 1
         try:
-            if (self.calibration != "none" and self.calibration_days > 0
-                    and not self.calib_errors_.get(data.key)):
+            if (self.calibration == "empirical" and self.calibration_days > 0
+                    and data.key not in self.oos_errors_):
                 self._seed_calibration(data)
-            model = self._fit_prophet(data.key, start, y)
+            model = self._fit_prophet(data.key, _ts(start_h), y)
         except (RuntimeError, ValueError) as exc:  # Stan gave up: the refit must go on
             self.failures_[data.key] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return _ProphetState(None, 1.0, self._fallback._fit_series(data))
+            return self._cold_start(data)
         self.failures_.pop(data.key, None)
-        return _ProphetState(model, self.scale_of(data.key))
+        yhat = self._yhat(model, start_h, len(y) + EXTEND_H)
+        phi = choose_phi(y - yhat[: len(y)], self.score_leads) if self.residual == "ar1" else 0.0
+        return _ProphetState(model, data.end_hour, start_h, yhat, phi)
 
     def _seed_calibration(self, data: SeriesData) -> None:
-        """Hold-out day-ahead fits on each of the last ``calibration_days`` days: their errors stand
-        in for the past forecast errors a series does not have yet (same leads, 1..24 h)."""
-        hour = pd.Timedelta(hours=1)
+        """Hold-out day fits on each of the last ``calibration_days`` days: the errors of the
+        update rule after each hour of the held-out day stand in for the past out-of-sample
+        errors a series does not have yet."""
         for back in range(self.calibration_days, 0, -1):
             cut = len(data.y) - 24 * back
             y_train = data.y[:cut][-self.window_h:]
             if not self._usable(y_train):
                 continue
-            start = data.start + (cut - len(y_train)) * hour
-            m = self._fit_prophet(data.key, start, y_train)
-            ds = pd.date_range(data.start + cut * hour, periods=24, freq="h")
-            mean, draws = self._draw(data.key, m, ds, self.uncertainty_samples)
-            sd = draws.std(axis=0)
-            ok = sd > 0
-            actual = data.y[cut:cut + 24]
-            self._remember(data.key, (actual[ok] - mean[ok]) / sd[ok])
+            start_h = data.start_hour + cut - len(y_train)
+            m = self._fit_prophet(data.key, _ts(start_h), y_train)
+            yhat = self._yhat(m, start_h, len(y_train) + 24 + MAX_LEAD)
+            phi = (choose_phi(y_train - yhat[: len(y_train)], self.score_leads)
+                   if self.residual == "ar1" else 0.0)
+            state = _ProphetState(m, start_h + len(y_train) - 1, start_h, yhat, phi)
+            origins = state.fit_end + np.arange(24)
+            self._store_errors(data.key, origins, self._errors(data.key, state, data, origins,
+                                                               MAX_LEAD))
 
-    # ---- prediction ----------------------------------------------------------------------------
+    # ---- Prophet's mean ------------------------------------------------------------------------
+    def _yhat(self, m: Any, start_h: int, n: int) -> np.ndarray:
+        """Prophet's point forecast for ``n`` hours from absolute hour ``start_h``.
+
+        ``predict`` would also simulate uncertainty and rebuild the seasonal/holiday feature
+        matrix per call (most of its time); the matrix depends only on the dates and the holidays
+        seen in training, so it is shared by all series fitted on the same window.
+        """
+        ds = pd.date_range(_ts(start_h), periods=n, freq="h")
+        try:
+            df = m.setup_dataframe(pd.DataFrame({"ds": ds}))
+            names = m.train_holiday_names
+            key = (start_h, n, tuple(names) if names is not None else ())
+            cached = self._features.get(key)
+            if cached is None:
+                features, _, cols, _ = m.make_all_seasonality_features(df)
+                cached = (features.to_numpy(), cols["additive_terms"].to_numpy(),
+                          cols["multiplicative_terms"].to_numpy())
+                if len(self._features) >= _FEATURE_CACHE_SIZE:
+                    self._features.clear()
+                self._features[key] = cached
+            x, s_a, s_m = cached
+            beta = np.asarray(m.params["beta"][0])
+            additive = x @ (beta * s_a) * m.y_scale
+            multiplicative = x @ (beta * s_m)
+            return np.asarray(m.predict_trend(df), dtype=float) * (1 + multiplicative) + additive
+        except (AttributeError, KeyError, TypeError, ValueError):  # internals moved: public API
+            keep = m.uncertainty_samples
+            m.uncertainty_samples = 0
+            try:
+                return m.predict(pd.DataFrame({"ds": ds}))["yhat"].to_numpy(dtype=float)
+            finally:
+                m.uncertainty_samples = keep
+
+    def _yhat_at(self, state: _ProphetState, hours: np.ndarray) -> np.ndarray:
+        """Prophet's mean at absolute hours (any shape), extending the evaluated range if needed."""
+        hours = np.asarray(hours, dtype=np.int64)
+        end = state.yhat_start + len(state.yhat)
+        top = int(hours.max()) if hours.size else end - 1
+        if top >= end:
+            more = top - end + 1 + EXTEND_H
+            state.yhat = np.r_[state.yhat, self._yhat(state.model, end, more)]
+        pos = hours - state.yhat_start
+        out = np.full(hours.shape, np.nan)
+        ok = pos >= 0
+        out[ok] = state.yhat[pos[ok]]
+        return out
+
+    # ---- update / prediction -------------------------------------------------------------------
+    def _update_series(self, key: str, state: _ProphetState, data: SeriesData,
+                       n_old: int) -> _ProphetState:
+        if state.model is None:
+            state.fallback = self._fallback._update_series(key, state.fallback, data, n_old)
+        return state  # r_t is read off the latest observed hour at prediction time
+
+    def _residual_path(self, state: _ProphetState, data: SeriesData, origin: int,
+                       horizon: int) -> np.ndarray:
+        """Mean for leads 1..horizon after ``origin``: ŷ + φ^L·r_origin."""
+        target = origin + np.arange(1, horizon + 1)
+        yh = self._yhat_at(state, target)
+        r = float(data.values_at(np.array([origin]))[0] - self._yhat_at(state, np.array([origin]))[0])
+        if not np.isfinite(r) or self.residual == "none":
+            r = 0.0
+        return yh + state.phi ** np.arange(1, horizon + 1) * r
+
+    def _forecast(self, key: str, state: _ProphetState, data: SeriesData, horizon: int,
+                  n_samples: int = 0) -> SeriesForecast:
+        if state.model is None:
+            return self._fallback._forecast(key, state.fallback, data, horizon, n_samples)
+        mean = self._residual_path(state, data, data.end_hour, horizon)
+        if self.calibration == "empirical":
+            return SeriesForecast(mean)
+        ds = data.future_ds(horizon)
+        _, draws = self._draw(key, state.model, ds, max(n_samples, self.uncertainty_samples))
+        centred = draws - draws.mean(axis=0)
+        quantiles = {lv: mean + np.quantile(centred, lv, axis=0) for lv in self.quantiles}
+        samples = mean + centred if n_samples else None
+        return SeriesForecast(mean, centred.std(axis=0), quantiles, samples)
+
+    def _errors(self, key: str, state: _ProphetState, data: SeriesData, origins: np.ndarray,
+                horizon: int) -> np.ndarray:
+        if state.model is None:
+            return self._fallback._errors(key, state.fallback, data, origins, horizon)
+        target = lead_grid(origins, horizon)
+        r_target = data.values_at(target) - self._yhat_at(state, target)
+        r_origin = data.values_at(origins) - self._yhat_at(state, origins)
+        if self.residual == "none":
+            return r_target
+        return r_target - (state.phi ** np.arange(1, horizon + 1))[None, :] * r_origin[:, None]
+
     def _draw(self, key: str, m: Any, ds: pd.DatetimeIndex,
               n: int) -> tuple[np.ndarray, np.ndarray]:
         """Prophet's point forecast and n predictive draws, shape (n, len(ds)).
@@ -241,22 +341,6 @@ class ProphetForecaster(BaseForecaster):
                 return _draw_fast(m, ds, n)
             except (AttributeError, KeyError, TypeError):  # Prophet internals moved: public API
                 return _draw_public(m, ds, n, self.uncertainty_samples)
-
-    def _forecast(self, key: str, state: _ProphetState, data: SeriesData, horizon: int,
-                  n_samples: int = 0) -> SeriesForecast:
-        if state.model is None:
-            return self._fallback._forecast(key, state.fallback, data, horizon, n_samples)
-        ds = data.future_ds(horizon)
-        mean, draws = self._draw(key, state.model, ds, max(n_samples, self.uncertainty_samples))
-        centred = draws - draws.mean(axis=0)
-        sd_raw = centred.std(axis=0)
-        old = self.last_forecast_.get(key)
-        if old is None or len(old[0]) <= horizon:
-            self.last_forecast_[key] = (ds.to_numpy(), mean, sd_raw)
-        k = state.scale
-        quantiles = {lv: mean + k * np.quantile(centred, lv, axis=0) for lv in self.quantiles}
-        samples = mean + k * centred if n_samples else None
-        return SeriesForecast(mean, k * sd_raw, quantiles, samples)
 
 
 def _draw_fast(m: Any, ds: pd.DatetimeIndex, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,12 +1,22 @@
-"""What the simulator talks to: feed usage samples, refit daily, read pool forecasts per refresh.
+"""What the simulator talks to: feed hourly usage, refit daily, read pool forecasts per refresh.
 
 Units: GPUs (not milli-GPU) — usage passed to `observe` and every mean/std/sample returned.
 
-Timeline: ``observe`` once per simulated minute; ``refit(t)`` daily at 00:00 fits the model on the
-complete hours before ``t`` and precomputes the next ``24 + horizon_h`` hours of pool forecasts;
-``pool_forecasts(t)`` then only slices hours ``h = 0..H−1`` from the current hour (cached per
-hour). If a refit is skipped and the slice runs past the precomputed hours, the last precomputed
-hour is repeated. Before the first refit (or with no history) there is no forecast: ``{}``.
+Timeline (GFS-SPEC §2.1):
+- ``observe(t, usage)``: HP GPUs in use per (pool, org); the simulator calls it once per hour with
+  the maximum of the hour that just ended (t inside that hour); per-minute samples work too (the
+  series keeps the hourly maximum).
+- ``refit(t)``: the daily, expensive step (00:00): fit the model on the complete hours before t.
+- ``pool_forecasts(t)``: at each quota refresh. The first call in an hour conditions the model on
+  every complete hour before t that it has not seen yet (``model.update`` with just those hours:
+  cheap, no refit) and predicts from the latest completed hour, so the current hour is lead 1;
+  it returns hours ``h = 0..H−1`` from the current hour. Later calls in the same hour return the
+  cached result (the 300 s refreshes inside one hour cost nothing). If hours are missing between
+  the latest observed hour and t, the forecast reaches over them (leads ``gap+1..gap+H``).
+  Before the first fit (or with no history) there is no forecast: ``{}``.
+
+Logs: ``refit_log`` (t, seconds, series, pools per fit) and ``update_log`` (t, seconds, hours,
+series per hourly update + predict).
 """
 
 from __future__ import annotations
@@ -19,15 +29,17 @@ import pandas as pd
 
 from gfs_opt.errors import GfsError
 from gfs_opt.forecast.aggregate import METHODS, pool_forecasts, pool_of
-from gfs_opt.forecast.base import Forecaster
+from gfs_opt.forecast.base import Forecaster, qcol
 from gfs_opt.forecast.registry import make_forecaster
 from gfs_opt.forecast.series import HOUR_S, HourlyMaxSeries
 from gfs_opt.model import PoolForecast
 from gfs_opt.traces.base import ALIBABA_ORIGIN
 
+_HOUR = pd.Timedelta(hours=1)
+
 
 class ForecastProvider:
-    """Series builder + forecaster + pool aggregation behind three calls (see module doc)."""
+    """Series builder + forecaster + pool aggregation behind four calls (see module doc)."""
 
     def __init__(self, model: str | Forecaster = "prophet", horizon_h: int = 4, rho: float = 0.9,
                  aggregation: str = "independent", n_samples: int = 0,
@@ -46,25 +58,25 @@ class ForecastProvider:
         self.series_pool = dict(series_pool) if series_pool is not None else None
         self.refit_from = float(refit_from)
         self.series = HourlyMaxSeries(origin)
-        self.steps = 24 + self.horizon_h
-        self._first_hour: int | None = None            # hour index of precomputed column 0
-        self._full: dict[str, PoolForecast] = {}
+        self._seen: int | None = None       # latest hour index the model is conditioned on
         self._cache: tuple[int, dict[str, PoolForecast]] | None = None
         self.refit_log: list[dict[str, float]] = []    # t, seconds, series, pools per refit
+        self.update_log: list[dict[str, float]] = []   # t, seconds, hours, series per update
 
     def observe(self, t: float, usage: Mapping[tuple[str, str], float]) -> None:
-        """HP GPUs in use per (pool, org) at time t (seconds since origin)."""
+        """HP GPUs in use per (pool, org) during the hour containing t (seconds since origin)."""
         self.series.observe(t, usage)
 
     def _since(self, t: float) -> float | None:
         hours = getattr(self.model, "history_hours", None)
         return None if hours is None else t - (hours + 1) * HOUR_S
 
-    def refit(self, t: float) -> bool:
-        """Fit on the complete hours before t and precompute the day's pool forecasts.
+    def _hour_index(self, ds: pd.Timestamp) -> int:
+        return int((pd.Timestamp(ds) - self.series.origin) // _HOUR)
 
-        Returns False (and keeps the previous forecasts) when t < refit_from or no history exists.
-        """
+    def refit(self, t: float) -> bool:
+        """Fit on the complete hours before t. Returns False (keeping the fitted model) when
+        t < refit_from or no history exists."""
         if t < self.refit_from:
             return False
         t0 = time.perf_counter()
@@ -72,31 +84,73 @@ class ForecastProvider:
         if hist.empty:
             return False
         self.model.fit(hist)
-        pred = self.model.predict(self.steps)
-        samples = self.model.predict_samples(self.steps, self.n_samples) if self.n_samples else None
-        self._full = pool_forecasts(pred, self.series_pool, self.aggregation, self.rho, samples)
-        last = pd.Timestamp(hist["ds"].max())
-        self._first_hour = int((last - self.series.origin) // pd.Timedelta(hours=1)) + 1
+        self._seen = self._hour_index(hist["ds"].max())
         self._cache = None
         self.refit_log.append({"t": float(t), "seconds": time.perf_counter() - t0,
                                "series": float(hist["series"].nunique()),
-                               "pools": float(len(self._full))})
+                               "pools": float(len({pool_of(s, self.series_pool)
+                                                   for s in hist["series"].unique()}))})
         return True
+
+    def _condition(self, hour: int) -> int:
+        """Update the model with complete hours in (seen, hour); returns how many were added."""
+        assert self._seen is not None
+        if self._seen >= hour - 1:
+            return 0
+        hist = self.series.history(since=(self._seen + 1) * HOUR_S, until=hour * HOUR_S)
+        if hist.empty:
+            return 0
+        self.model.update(hist)
+        added = self._hour_index(hist["ds"].max()) - self._seen
+        self._seen += added
+        return added
 
     def pool_forecasts(self, t: float) -> dict[str, PoolForecast]:
         """Forecast per pool for hours h = 0..H−1 from the current hour (GPUs)."""
         hour = int(t // HOUR_S)
         if self._cache is not None and self._cache[0] == hour:
             return self._cache[1]
-        out: dict[str, PoolForecast] = {}
-        if self._first_hour is not None and hour >= self._first_hour:
-            off = hour - self._first_hour
-            idx = np.minimum(np.arange(off, off + self.horizon_h), self.steps - 1)
-            for pool, fc in self._full.items():
-                out[pool] = PoolForecast(fc.mean[idx], fc.std[idx],
-                                         None if fc.samples is None else fc.samples[:, idx])
+        if self._seen is None:
+            self._cache = (hour, {})
+            return {}
+        t0 = time.perf_counter()
+        added = self._condition(hour)
+        out = self._predict(hour)
+        self.update_log.append({"t": float(t), "seconds": time.perf_counter() - t0,
+                                "hours": float(added), "series": float(len(self.series.names))})
         self._cache = (hour, out)
         return out
+
+    def _predict(self, hour: int) -> dict[str, PoolForecast]:
+        """Per-series forecasts re-indexed so that h = 1 is ``hour``, aggregated per pool."""
+        assert self._seen is not None
+        gap = max(0, hour - (self._seen + 1))
+        steps = gap + self.horizon_h
+        pred = self.model.predict(steps)
+        if pred.empty:
+            return {}
+        first = int(np.datetime64(self.series.origin + hour * _HOUR, "h").astype(np.int64))
+        target = pred["ds"].to_numpy(dtype="datetime64[ns]").astype("datetime64[h]").astype(
+            np.int64)
+        h = target - first + 1
+        keep = (h >= 1) & (h <= self.horizon_h)
+        series = pred["series"].to_numpy(dtype=object)
+        cols = {"series": series[keep], "h": h[keep]}
+        for col in ("mean", "std", qcol(self.rho)):
+            if col in pred.columns:
+                cols[col] = pred[col].to_numpy(dtype=float)[keep]
+        samples = None
+        if self.n_samples:
+            raw = self.model.predict_samples(steps, self.n_samples)
+            lead1 = dict(zip(series[pred["h"].to_numpy() == 1],
+                             target[pred["h"].to_numpy() == 1], strict=True))
+            samples = {}
+            for key, draws in raw.items():
+                off = first - int(lead1[key])
+                if off >= 0 and off + self.horizon_h <= draws.shape[1]:
+                    samples[key] = draws[:, off:off + self.horizon_h]
+        return pool_forecasts(pd.DataFrame(cols), self.series_pool, self.aggregation, self.rho,
+                              samples)
 
     def has_history(self, pool: str) -> bool:
         """Whether any tenant of the pool has used HP GPUs so far."""
