@@ -198,7 +198,7 @@ from gfs_opt.instance import load_round
 from gfs_opt.paths import REPO_ROOT
 from gfs_opt.quota.milp import solve_quota
 from gfs_opt.solve import SolverOptions
-from gfs_opt.solve_round import run_greedy_quota
+from gfs_opt.instance.solve_round import run_greedy_quota
 
 rnd = load_round(REPO_ROOT / "instances" / "admission-150.json")
 print(f"{rnd.state.n_gpus:,} GPUs in pool(s) {rnd.state.pools}; {len(rnd.pending_lp)} LP jobs "
@@ -288,13 +288,13 @@ since the last checkpoint, restart overhead, a penalty for breaking a guarantee 
 (`formulations/preemption.md`).
 
 Each file of `instances/` is one scheduling round; both solvers answer it and
-`gfs_opt.experiments.milp_gap` tabulates the greedy's gap to the optimum. The quick variant uses
+`gfs_opt.instance.milp_gap` tabulates the greedy's gap to the optimum. The quick variant uses
 the hand-made `tiny-*` rounds, whose optima are derived by hand in `instances/README.md`.
 """),
     code(SETUP),
     code("""
-from gfs_opt.experiments.figures import gap_histogram
-from gfs_opt.experiments.milp_gap import instance_files, solve_instances, summarize_gaps
+from gfs_opt.experiments.reproduce.figures import gap_histogram
+from gfs_opt.instance.milp_gap import instance_files, solve_instances, summarize_gaps
 from gfs_opt.paths import REPO_ROOT
 
 files = instance_files(REPO_ROOT / "instances", ["tiny-"] if QUICK else None)
@@ -339,9 +339,9 @@ With `GFS_NOTEBOOK_QUICK=1` it instead runs a reduced reproduction on the small 
     code("""
 import json
 
-from gfs_opt.experiments.headline import (ablation_table, changes, comparisons_frame,
+from gfs_opt.experiments.reproduce.headline import (ablation_table, changes, comparisons_frame,
                                           paper_comparisons, run_table)
-from gfs_opt.experiments.reproduce import ReproConfig, reproduce
+from gfs_opt.experiments.reproduce.plan import ReproConfig, reproduce
 from gfs_opt.paths import REPO_ROOT
 
 saved = REPO_ROOT / "docs" / "reproduction" / "results.json"

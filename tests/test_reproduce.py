@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gfs_opt.cli import main
-from gfs_opt.experiments.headline import changes, paper_comparisons
-from gfs_opt.experiments.paper import PAPER, PaperNumber, verdict
-from gfs_opt.experiments.reproduce import (
+from gfs_opt.experiments.reproduce.headline import changes, paper_comparisons
+from gfs_opt.experiments.reproduce.paper import PAPER, PaperNumber, verdict
+from gfs_opt.experiments.reproduce.plan import (
     ReproConfig,
     grid_cells,
     load_run,

@@ -58,9 +58,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from gfs_opt.experiments.sweep import format_summary, run_sweep
-    from gfs_opt.experiments.sweep_engines import make_engine
-    from gfs_opt.experiments.sweep_spec import expand, load_spec_file
+    from gfs_opt.experiments.sweep.engines import make_engine
+    from gfs_opt.experiments.sweep.run import format_summary, run_sweep
+    from gfs_opt.experiments.sweep.spec import expand, load_spec_file
 
     if args.workers is not None and args.workers < 1:
         raise GfsError("--workers must be ≥ 1")

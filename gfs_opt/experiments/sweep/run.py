@@ -38,9 +38,9 @@ import pandas as pd
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.compare import RELATIVE, family_summary, format_family_summary
 from gfs_opt.experiments.runner import RunOutput
-from gfs_opt.experiments.sweep_cell import CellOutcome
-from gfs_opt.experiments.sweep_engines import Engine, Task
-from gfs_opt.experiments.sweep_spec import Cell, memory_hint_mb
+from gfs_opt.experiments.sweep.cell import CellOutcome
+from gfs_opt.experiments.sweep.engines import Engine, Task
+from gfs_opt.experiments.sweep.spec import Cell, memory_hint_mb
 from gfs_opt.fileio import file_mode
 from gfs_opt.policies import settable_options
 

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gfs_opt.experiments.paper import PAPER, PaperNumber, Verdict, verdict
-from gfs_opt.experiments.reproduce import BASELINES, SQA_BASELINES
+from gfs_opt.experiments.reproduce.paper import PAPER, PaperNumber, Verdict, verdict
+from gfs_opt.experiments.reproduce.plan import BASELINES, SQA_BASELINES
 
 Summaries = Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]]
 

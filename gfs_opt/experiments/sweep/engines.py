@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gfs_opt.errors import GfsError
-from gfs_opt.experiments.sweep_cell import CellOutcome, execute_cell, failed
-from gfs_opt.experiments.sweep_spec import Cell
+from gfs_opt.experiments.sweep.cell import CellOutcome, execute_cell, failed
+from gfs_opt.experiments.sweep.spec import Cell
 
 RAY_HINT = "--engine ray needs Ray: pip install 'gfs-opt[ray]'"
 
@@ -46,7 +46,7 @@ def _ignore_sigint() -> None:
 
 
 #: imported once by the fork server, so that each worker starts warm
-PRELOAD = ["gfs_opt.experiments.sweep_cell", "gfs_opt.experiments.runner",
+PRELOAD = ["gfs_opt.experiments.sweep.cell", "gfs_opt.experiments.runner",
            "gfs_opt.forecast.provider", "scipy.stats"]
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from gfs_opt.experiments import figures as figs
 from gfs_opt.experiments.compare import plot as compare_plot
-from gfs_opt.experiments.headline import (
+from gfs_opt.experiments.reproduce import figures as figs
+from gfs_opt.experiments.reproduce.headline import (
     CHANGE_METRICS,
     Comparison,
     ablation_table,
@@ -30,9 +30,9 @@ from gfs_opt.experiments.headline import (
     paper_comparisons,
     run_table,
 )
-from gfs_opt.experiments.milp_gap import summarize_gaps
-from gfs_opt.experiments.paper import MOTIVATION, fmt, is_change
-from gfs_opt.experiments.reproduce import BASELINES, SQA_BASELINES, ReproResults
+from gfs_opt.experiments.reproduce.paper import MOTIVATION, fmt, is_change
+from gfs_opt.experiments.reproduce.plan import BASELINES, SQA_BASELINES, ReproResults
+from gfs_opt.instance.milp_gap import summarize_gaps
 from gfs_opt.model import Params
 
 Fmt = Callable[[Any], str]
