@@ -11,6 +11,7 @@ import datetime
 import json
 import math
 import os
+import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -140,8 +141,18 @@ def _git_commit() -> str:
         return "unknown"
 
 
-# ---- sections ---------------------------------------------------------------------------------
-def _verdict_section(comps: list[Comparison]) -> str:
+# ---- section contexts (numbers and tables; the prose is in templates/report.md.j2) ---------------
+DEPARTURES = Path(__file__).with_name("departures.md")
+TEMPLATE = "report.md.j2"
+WORDS = ("match", "exceed", "miss", "n/a", "production")
+
+
+def departures() -> str:
+    """The deliberate departures from the spec: one source for the README and the report."""
+    return DEPARTURES.read_text(encoding="utf-8").rstrip()
+
+
+def _verdicts(comps: list[Comparison]) -> dict[str, str]:
     rows = []
     for c in comps:
         n = c.number
@@ -149,32 +160,29 @@ def _verdict_section(comps: list[Comparison]) -> str:
         rows.append([n.label, fmt(n.value, n.unit, signed), fmt(c.ours, n.unit, signed),
                      f"**{c.verdict.word}**", c.verdict.delta, c.how])
     counts = pd.Series([c.verdict.word for c in comps]).value_counts().to_dict()
-    tally = ", ".join(f"{counts.get(w, 0)} {w}"
-                      for w in ("match", "exceed", "miss", "n/a", "production")
-                      if counts.get(w, 0))
-    return "\n".join([
-        "## Headline: the paper's numbers and ours",
-        "",
-        "Relative changes are (GFS − baseline)/baseline: negative means GFS is lower. A value is a "
-        "**match** when it is within ±20 % of the paper's magnitude (or inside its published range "
-        "widened by that), **exceed** when it is better than that in the number's direction, "
-        "**miss** when worse. Numbers without a better side — the baselines' own JQT and the "
-        "ablations' absolute values — can only match or miss; the ablation factors (÷ GFS's) "
-        "carry the paper's claim that each ablation is worse. The allocation gain and the "
-        "monthly value were observed in Alibaba's production cluster: they are shown with what "
-        "our simulation gives (**production**), not scored. GFS is compared with two baseline "
-        "families: each baseline as its own paper describes it (no spot quota) and under GFS's "
-        "spot quota with a static η (`+sqa`), the way the authors ran them.",
-        "",
-        md_table(rows, ["paper number", "paper", "ours", "verdict", "difference", "how ours is measured"],
-                 "lrrlll"),
-        "",
-        f"Tally: {tally}.",
-    ])
+    tally = ", ".join(f"{counts[w]} {w}" for w in WORDS if counts.get(w, 0))
+    return {"table": md_table(rows, ["paper number", "paper", "ours", "verdict", "difference",
+                                     "how ours is measured"], "lrrlll"),
+            "tally": tally}
 
 
-def _grid_section(res: ReproResults) -> str:
-    summ = res.summaries()["grid"]
+def _motivation(res: ReproResults) -> dict[str, Any]:
+    paper = "; ".join(f"{k} {v if isinstance(v, str) else pct(v)}" for k, v in MOTIVATION.items())
+    med = res.summaries().get("grid", {}).get(res.config.ablation_load, {})
+    ev = [med[b]["lp_eviction_rate"] for b in BASELINES if b in med]
+    al = [s["allocation_rate"] for s in med.values()]
+    ours = None
+    if ev and al:
+        ours = {"setup": res.config.setup, "load": res.config.ablation_load,
+                "evict_lo": pct(min(ev), digits=2), "evict_hi": pct(max(ev), digits=2),
+                "alloc_lo": pct(min(al)), "alloc_hi": pct(max(al))}
+    return {"paper": paper, "ours": ours}
+
+
+def _grid(res: ReproResults) -> dict[str, Any] | None:
+    summ = res.summaries().get("grid")
+    if not summ:
+        return None
     table = run_table(summ)
     rows = [[r["load"], r["policy"], pct(r["lp_eviction_rate"], digits=2), secs(r["lp_jqt_mean"]),
              secs(r["lp_jqt_p50"]), secs(r["lp_jqt_p90"]), secs(r["lp_jqt_started_mean"]),
@@ -182,44 +190,34 @@ def _grid_section(res: ReproResults) -> str:
              pct(r["allocation_rate"]), pct(r["useful_gpu_time_rate"]), f"{r['wall_s']:,.0f}"]
             for _, r in table.iterrows()]
     any_s = next(iter(next(iter(summ.values())).values()))
-    parts = [
-        f"## The paper's simulation: `{res.config.setup}` at {len(summ)} LP load"
-        f"{'s' if len(summ) > 1 else ''}",
-        "",
-        f"{any_s.get('gpus', 0):,.0f} GPUs, {any_s.get('jobs_hp', 0):,} HP jobs scored; LP jobs "
-        f"scored per load are in the per-run summaries. *LP JQT started* is the mean over LP jobs "
-        f"that started at all; *LP never started* counts LP jobs still waiting when the replay "
-        f"ended ({res.config.drain_days:g} days after the window; their JQT runs to that end).",
-        "",
-        md_table(rows, ["load", "policy", "LP evict", "LP JQT mean s", "p50 s", "p90 s",
-                        "LP JQT started s", "LP never started", "HP JQT s", "HP JCT p99 s",
-                        "alloc", "useful", "wall s"]),
-    ]
+    blocks = []
     for metric, label in CHANGE_METRICS.items():
         for fam, names in (("no-quota baselines", BASELINES), ("+sqa baselines", SQA_BASELINES)):
             ch = changes(summ, metric, baselines=names)
-            if ch.empty:
-                continue
-            rows = [[idx, *[pct(v, signed=True) for v in ch.loc[idx]]] for idx in ch.index]
-            parts += ["", f"**{label}: GFS vs each of the {fam}** ((GFS − baseline)/baseline)",
-                      "", md_table(rows, ["baseline", *ch.columns])]
-    milp = [p for p in res.config.milp_policies]
-    if milp:
-        rows = []
-        for load, by_pol in summ.items():
-            for p in milp:
-                if p in by_pol and "gfs" in by_pol:
-                    g, m = by_pol["gfs"], by_pol[p]
-                    rep = _milp_reports(m)
-                    rows.append([load, p, pct(m["lp_eviction_rate"], digits=2),
-                                 pct(g["lp_eviction_rate"], digits=2), secs(m["lp_jqt_mean"]),
-                                 secs(g["lp_jqt_mean"]), secs(m["hp_jqt_mean"]),
-                                 secs(g["hp_jqt_mean"]), rep, f"{m['wall_s']:,.0f}"])
-        if rows:
-            parts += ["", "**Exact per-round preemption (GFS-MILP) vs greedy GFS**", "",
-                      md_table(rows, ["load", "policy", "LP evict", "GFS", "LP JQT s", "GFS",
-                                      "HP JQT s", "GFS", "MILP solves (fallbacks)", "wall s"])]
-    return "\n".join(parts)
+            if not ch.empty:
+                ch_rows = [[idx, *[pct(v, signed=True) for v in ch.loc[idx]]] for idx in ch.index]
+                blocks.append({"label": label, "family": fam,
+                               "table": md_table(ch_rows, ["baseline", *ch.columns])})
+    milp_rows = []
+    for load, by_pol in summ.items():
+        for p in res.config.milp_policies:
+            if p in by_pol and "gfs" in by_pol:
+                g, m = by_pol["gfs"], by_pol[p]
+                milp_rows.append([load, p, pct(m["lp_eviction_rate"], digits=2),
+                                  pct(g["lp_eviction_rate"], digits=2), secs(m["lp_jqt_mean"]),
+                                  secs(g["lp_jqt_mean"]), secs(m["hp_jqt_mean"]),
+                                  secs(g["hp_jqt_mean"]), _milp_reports(m), f"{m['wall_s']:,.0f}"])
+    return {
+        "setup": res.config.setup, "n_loads": len(summ), "gpus": f"{any_s.get('gpus', 0):,.0f}",
+        "jobs_hp": f"{any_s.get('jobs_hp', 0):,}",
+        "table": md_table(rows, ["load", "policy", "LP evict", "LP JQT mean s", "p50 s", "p90 s",
+                                 "LP JQT started s", "LP never started", "HP JQT s",
+                                 "HP JCT p99 s", "alloc", "useful", "wall s"]),
+        "changes": blocks,
+        "milp": md_table(milp_rows, ["load", "policy", "LP evict", "GFS", "LP JQT s", "GFS",
+                                     "HP JQT s", "GFS", "MILP solves (fallbacks)", "wall s"])
+        if milp_rows else None,
+    }
 
 
 def _milp_reports(summary: Mapping[str, Any]) -> str:
@@ -229,11 +227,11 @@ def _milp_reports(summary: Mapping[str, Any]) -> str:
     return f"{n:,} ({fb:,})"
 
 
-def _ablation_section(res: ReproResults) -> str:
+def _ablations(res: ReproResults) -> dict[str, Any] | None:
     load = res.config.ablation_load
     by_pol = res.summaries().get("ablations", {}).get(load, {})
     if not by_pol:
-        return ""
+        return None
     t = ablation_table(by_pol)
     paper = {"gfs": ("1.21 %", "575.4"), "gfs-week-peak": ("8.08 %", "10,502.4"),
              "gfs-static-eta": ("–", "2,174.3")}
@@ -245,41 +243,11 @@ def _ablation_section(res: ReproResults) -> str:
              f"{r['lp_jqt_mean_x_gfs']:.2f}×", secs(r["lp_jqt_p90"]), num(r["lp_never_started"]),
              secs(r["hp_jqt_mean"]), pct(r["allocation_rate"]),
              *paper.get(r["policy"], ("–", "–"))] for _, r in t.iterrows()]
-    return "\n".join([
-        f"## Ablations (`{res.config.setup}`, {load} load)", "",
-        md_table(rows, ["policy", "what changes", "LP evict", "÷ GFS", "LP JQT s", "÷ GFS",
-                        "LP JQT p90 s", "LP never started", "HP JQT s", "alloc",
-                        "paper LP evict", "paper LP JQT s"], "llrrrrrrrrrr"),
-    ])
-
-
-def _rho_section(res: ReproResults) -> str:
-    """GFS across ρ next to the baselines of the same load."""
-    load = res.config.ablation_load
-    summ = res.summaries()
-    sweep = summ.get("rho", {}).get(load, {})
-    if not sweep:
-        return ""
-    grid = summ.get("grid", {}).get(load, {})
-    base = [grid[b] for b in BASELINES if b in grid]
-    rows = []
-    for label, s in sorted(sweep.items(), key=lambda kv: float(kv[0].rsplit("rho", 1)[1])):
-        rho = label.rsplit("rho", 1)[1]
-        ev = [change(s["lp_eviction_rate"], b["lp_eviction_rate"]) for b in base]
-        jq = [change(s["lp_jqt_mean"], b["lp_jqt_mean"]) for b in base]
-        rows.append([rho, pct(s["lp_eviction_rate"], digits=2), secs(s["lp_jqt_mean"]),
-                     secs(s.get("lp_jqt_p90")), num(s.get("lp_never_started")),
-                     secs(s["hp_jqt_mean"]), pct(s["allocation_rate"]),
-                     pct(_mean(ev), signed=True), pct(_mean(jq), signed=True)])
-    return "\n".join([
-        f"## Sensitivity to ρ (`{res.config.setup}`, {load} load, GFS with "
-        f"`{res.config.sweep_forecaster}`)", "",
-        "ρ is both the quantile of HP demand the quota keeps free and the eviction-rate target "
-        "1 − ρ of the η feedback. The last two columns are GFS's mean change against the "
-        "baselines of the grid at the same load.", "",
-        md_table(rows, ["ρ", "LP evict", "LP JQT s", "LP JQT p90 s", "LP never started",
-                        "HP JQT s", "alloc", "evict vs baselines", "LP JQT vs baselines"]),
-    ])
+    return {"setup": res.config.setup, "load": load,
+            "table": md_table(rows, ["policy", "what changes", "LP evict", "÷ GFS", "LP JQT s",
+                                     "÷ GFS", "LP JQT p90 s", "LP never started", "HP JQT s",
+                                     "alloc", "paper LP evict", "paper LP JQT s"],
+                              "llrrrrrrrrrr")}
 
 
 def _mean(values: list[float]) -> float:
@@ -287,62 +255,73 @@ def _mean(values: list[float]) -> float:
     return sum(vals) / len(vals) if vals else math.nan
 
 
-def _rho_fact(res: ReproResults) -> str | None:
-    """Where on the ρ curve GFS matches the baselines' queueing, if anywhere."""
+def _rho_key(label: str) -> float:
+    return float(label.rsplit("rho", 1)[1])
+
+
+def _vs_baselines(s: Mapping[str, Any], base: list[Mapping[str, Any]], metric: str) -> float:
+    return _mean([change(s[metric], b[metric]) for b in base])
+
+
+def _rho(res: ReproResults) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The ρ table and the fact drawn from it (GFS across ρ against the no-quota baselines)."""
     load = res.config.ablation_load
     summ = res.summaries()
     sweep = summ.get("rho", {}).get(load, {})
     grid = summ.get("grid", {}).get(load, {})
     base = [grid[b] for b in BASELINES if b in grid]
-    if not sweep or not base:
-        return None
-    both = []
-    for lbl, sm in sweep.items():
-        ev_c = _mean([change(sm["lp_eviction_rate"], b["lp_eviction_rate"]) for b in base])
-        jq_c = _mean([change(sm["lp_jqt_mean"], b["lp_jqt_mean"]) for b in base])
-        if ev_c < 0 and jq_c < 0:
-            both.append(lbl.rsplit("rho", 1)[1])
-    label, s = min(sweep.items(), key=lambda kv: float(kv[0].rsplit("rho", 1)[1]))
-    rho = label.rsplit("rho", 1)[1]
-    ev = _mean([change(s["lp_eviction_rate"], b["lp_eviction_rate"]) for b in base])
-    jq = _mean([change(s["lp_jqt_mean"], b["lp_jqt_mean"]) for b in base])
-    tail = (f"GFS lowers both against the baselines' mean at ρ = {', '.join(both)}."
-            if both else "The paper reports both reductions at once at ρ = 0.9; on this trace "
-            "no ρ of the sweep achieves both.")
-    return (f"- **ρ sets the trade-off.** With ρ = {rho}, GFS's mean LP JQT is "
-            f"{secs(s['lp_jqt_mean'])} s (mean change vs the baselines {pct(jq, signed=True)}) at "
-            f"an eviction rate of {pct(s['lp_eviction_rate'], digits=2)} (mean change "
-            f"{pct(ev, signed=True)}); raising ρ trades one for the other (table *Sensitivity to "
-            f"ρ*). {tail}")
+    if not sweep:
+        return None, None
+    rows = []
+    for label, s in sorted(sweep.items(), key=lambda kv: _rho_key(kv[0])):
+        rows.append([label.rsplit("rho", 1)[1], pct(s["lp_eviction_rate"], digits=2),
+                     secs(s["lp_jqt_mean"]), secs(s.get("lp_jqt_p90")),
+                     num(s.get("lp_never_started")), secs(s["hp_jqt_mean"]),
+                     pct(s["allocation_rate"]),
+                     pct(_vs_baselines(s, base, "lp_eviction_rate"), signed=True),
+                     pct(_vs_baselines(s, base, "lp_jqt_mean"), signed=True)])
+    table = {"setup": res.config.setup, "load": load, "forecaster": res.config.sweep_forecaster,
+             "table": md_table(rows, ["ρ", "LP evict", "LP JQT s", "LP JQT p90 s",
+                                      "LP never started", "HP JQT s", "alloc",
+                                      "evict vs baselines", "LP JQT vs baselines"])}
+    if not base:
+        return table, None
+    both = [lbl.rsplit("rho", 1)[1] for lbl, sm in sweep.items()
+            if _vs_baselines(sm, base, "lp_eviction_rate") < 0
+            and _vs_baselines(sm, base, "lp_jqt_mean") < 0]
+    label, s = min(sweep.items(), key=lambda kv: _rho_key(kv[0]))
+    fact = {"rho": label.rsplit("rho", 1)[1], "jqt": secs(s["lp_jqt_mean"]),
+            "jqt_change": pct(_vs_baselines(s, base, "lp_jqt_mean"), signed=True),
+            "evict": pct(s["lp_eviction_rate"], digits=2),
+            "evict_change": pct(_vs_baselines(s, base, "lp_eviction_rate"), signed=True),
+            "both": ", ".join(both)}
+    return table, fact
 
 
-def _full_section(res: ReproResults) -> str:
+def _full(res: ReproResults) -> dict[str, Any] | None:
     full = res.summaries().get("full", {})
     if not full:
-        return (f"## Full-cluster replay\n\nSkipped in this run"
-                f"{' (quick mode)' if res.config.quick else ' (--skip-full)'}.")
+        return None
     by_pol = next(iter(full.values()))
     rows = [[p, pct(s["lp_eviction_rate"], digits=2), secs(s["lp_jqt_mean"]),
              secs(s.get("lp_jqt_started_mean")), num(s.get("lp_never_started")),
              secs(s["hp_jqt_mean"]), pct(s["allocation_rate"]), f"{s['wall_s']:,.0f}"]
             for p, s in by_pol.items()]
     any_s = next(iter(by_pol.values()))
-    parts = [
-        f"## Full-cluster August replay (`{res.config.full_setup}`)", "",
-        f"{any_s.get('gpus', 0):,.0f} GPUs, all pools, March–August replayed, August scored; GFS "
-        f"against the best baseline of the A100 grid at medium load "
-        f"(`{res.best_baseline}`: lowest mean LP JQT).", "",
-        md_table(rows, ["policy", "LP evict", "LP JQT s", "LP JQT started s", "LP never started",
-                        "HP JQT s", "alloc", "wall s"]),
-    ]
+    out: dict[str, Any] = {
+        "setup": res.config.full_setup, "gpus": f"{any_s.get('gpus', 0):,.0f}",
+        "best": res.best_baseline,
+        "table": md_table(rows, ["policy", "LP evict", "LP JQT s", "LP JQT started s",
+                                 "LP never started", "HP JQT s", "alloc", "wall s"]),
+        "pools": None, "saturated": None, "a10": False, "value": None}
     pools = res.per_pool().get("full", {})
     if pools:
         recs = next(iter(pools.values()))
-        rows = []
+        prow = []
         saturated: dict[str, tuple[int, int]] = {}
         for pol, rs in recs.items():
             for r in rs:
-                rows.append([pol, r["pool"], f"{r['gpus']:,.0f}", pct(r["allocation"]),
+                prow.append([pol, r["pool"], f"{r['gpus']:,.0f}", pct(r["allocation"]),
                              pct(r["hp_share"]), pct(r["lp_share"]),
                              pct(r["lp_eviction_rate"], digits=2), secs(r["lp_jqt_mean"]),
                              secs(r.get("hp_jqt_mean")),
@@ -350,61 +329,42 @@ def _full_section(res: ReproResults) -> str:
                 never, n = int(r.get("hp_never_started", 0) or 0), int(r.get("hp_jobs", 0) or 0)
                 if n and never > 0.1 * n:
                     saturated[r["pool"]] = (never, n)
-        parts += ["", "Per pool:", "", md_table(rows, ["policy", "pool", "GPUs", "alloc",
-                                                       "HP share", "LP share", "LP evict",
-                                                       "LP JQT s", "HP JQT s",
-                                                       "HP never started"], "llrrrrrrrr")]
+        out["pools"] = md_table(prow, ["policy", "pool", "GPUs", "alloc", "HP share", "LP share",
+                                       "LP evict", "LP JQT s", "HP JQT s", "HP never started"],
+                                "llrrrrrrrr")
         if saturated:
-            names = ", ".join(f"{p} ({v[0]:,} of {v[1]:,} HP jobs)" for p, v in saturated.items())
-            parts += ["", f"**Saturated pools.** HP demand alone exceeds capacity in {names}: "
-                          "more than a tenth of its HP jobs never start under any policy, and "
-                          "its queues dominate the cluster-wide JQT means above. Compare the "
-                          "other pools row by row."
-                          + (" (The real per-model demand series shows the same for A10: on "
-                             "average 3,369 GPUs requested by active jobs against 2,494 A10 GPUs "
-                             "in the node file; the synthetic trace inherits it.)"
-                             if "A10" in saturated else "")]
+            out["saturated"] = ", ".join(f"{p} ({v[0]:,} of {v[1]:,} HP jobs)"
+                                         for p, v in saturated.items())
+            out["a10"] = "A10" in saturated
     g, b = by_pol.get("gfs"), by_pol.get(res.best_baseline or "")
     if g and b:
         extra = g["allocated_gpu_hours_per_month"] - b["allocated_gpu_hours_per_month"]
         price = g.get("price_per_gpu_hour", 2.0)
-        parts += ["", f"Monthly value (GFS-SPEC §5): {extra:+,.0f} allocated GPU-hours per month "
-                      f"vs `{res.best_baseline}` × ${price:g}/GPU·h = "
-                      f"**{fmt(extra * price, '$')}** (paper: ≈ $459,715 on > 10,000 GPUs, price "
-                      f"not stated)."]
-    return "\n".join(parts)
+        out["value"] = {"extra": f"{extra:+,.0f}", "price": f"{price:g}",
+                        "dollars": fmt(extra * price, "$")}
+    return out
 
 
-def _gap_section(res: ReproResults, figures: Mapping[str, Path], report: Path) -> str:
+def _gaps(res: ReproResults, figures: Mapping[str, Path], report: Path) -> dict[str, Any] | None:
     if res.gaps is None or res.gaps.empty:
-        return ""
+        return None
     g = res.gaps
     s = summarize_gaps(g)
-    rows = []
-    for _, r in g.iterrows():
-        rows.append([r["instance"], num(r["nodes"]), num(r["pending_hp"]), num(r["pending_lp"]),
-                     pct(r.get("placed_gap"), digits=2), pct(r.get("cost_excess"), digits=1),
-                     pct(r.get("quota_gap"), digits=1),
-                     "yes" if r.get("greedy_infeasible") is True else "",
-                     str(r.get("preempt_status", "") if not _nan(r.get("preempt_status")) else ""),
-                     _sum_s(r, "greedy"), _sum_s(r, "milp")])
-    parts = [
-        "## Greedy vs exact on the instance files", "",
-        f"{len(g)} files of `{res.config.instances}` through both solvers "
-        f"(time limit {res.config.milp_time_limit:g} s per MILP step). Gap = the greedy's "
-        f"shortfall to the MILP; *cost excess* only where both place the same HP value. "
-        f"Mean placement gap {pct(s.get('placed_gap_mean'), digits=2)} "
-        f"(max {pct(s.get('placed_gap_max'), digits=2)}), mean eviction-cost excess "
-        f"{pct(s.get('cost_excess_mean'))}, mean admission gap {pct(s.get('quota_gap_mean'))}; "
-        f"the greedy answer breaks a hard constraint on {s.get('greedy_infeasible', 0):.0f} "
-        f"file(s).", "",
-        md_table(rows, ["instance", "nodes", "pend HP", "pend LP", "placement gap",
-                        "cost excess", "admission gap", "greedy infeasible", "MILP status",
-                        "greedy s", "MILP s"], "lrrrrrrllrr"),
-    ]
-    if "milp_gap" in figures:
-        parts += ["", f"![greedy vs MILP]({_link(figures['milp_gap'], report)})"]
-    return "\n".join(parts)
+    rows = [[r["instance"], num(r["nodes"]), num(r["pending_hp"]), num(r["pending_lp"]),
+             pct(r.get("placed_gap"), digits=2), pct(r.get("cost_excess"), digits=1),
+             pct(r.get("quota_gap"), digits=1),
+             "yes" if r.get("greedy_infeasible") is True else "",
+             str(r.get("preempt_status", "") if not _nan(r.get("preempt_status")) else ""),
+             _sum_s(r, "greedy"), _sum_s(r, "milp")] for _, r in g.iterrows()]
+    return {"n": len(g), "folder": res.config.instances, "limit": f"{res.config.milp_time_limit:g}",
+            "placed_mean": pct(s.get("placed_gap_mean"), digits=2),
+            "placed_max": pct(s.get("placed_gap_max"), digits=2),
+            "cost_mean": pct(s.get("cost_excess_mean")), "quota_mean": pct(s.get("quota_gap_mean")),
+            "infeasible": f"{s.get('greedy_infeasible', 0):.0f}",
+            "table": md_table(rows, ["instance", "nodes", "pend HP", "pend LP", "placement gap",
+                                     "cost excess", "admission gap", "greedy infeasible",
+                                     "MILP status", "greedy s", "MILP s"], "lrrrrrrllrr"),
+            "figure": _link(figures["milp_gap"], report) if "milp_gap" in figures else None}
 
 
 def _sum_s(r: pd.Series, which: str) -> str:
@@ -431,20 +391,20 @@ def caption(key: str) -> str:
     return key.replace("_", " ")
 
 
-def _figure_section(figures: Mapping[str, Path], report: Path) -> str:
+def _pictures(keys: Sequence[str], figures: Mapping[str, Path], report: Path) -> list[dict[str, str]]:
+    return [{"caption": caption(k), "link": _link(figures[k], report)} for k in keys]
+
+
+def _figure_keys(figures: Mapping[str, Path]) -> list[str]:
     keys = [k for k in ("headline_bars",) if k in figures]
     for prefix in ("lp_jqt_cdf_", "eviction_by_pool_", "allocation_"):
         keys += sorted(k for k in figures if k.startswith(prefix))
-    parts = ["## Figures", ""]
-    for key in keys:
-        cap = caption(key)
-        parts += [f"**{cap}**", "", f"![{cap}]({_link(figures[key], report)})", ""]
-    return "\n".join(parts)
+    return keys
 
 
-def _quota_section(res: ReproResults, figures: Mapping[str, Path], report: Path) -> str:
+def _quota(res: ReproResults, figures: Mapping[str, Path], report: Path) -> dict[str, Any] | None:
     """How well the forecast band covered HP demand, and what quota it gave LP."""
-    rows, pics = [], []
+    rows, names = [], []
     for key, trace in sorted(res.quota_traces.items()):
         if not key.endswith("/gfs") or trace.empty:
             continue
@@ -454,145 +414,82 @@ def _quota_section(res: ReproResults, figures: Mapping[str, Path], report: Path)
                          f"{r['eta_mean']:.2f}", pct(r["eta_at_max"])])
         name = "quota_vs_demand_" + key.rsplit("/", 1)[0].replace("/", "_")
         if name in figures:
-            cap = caption(name)
-            pics += [f"**{cap}**", "", f"![{cap}]({_link(figures[name], report)})", ""]
+            names.append(name)
     if not rows:
-        return ""
-    return "\n".join([
-        "## Spot quota and forecast (GFS runs)", "",
-        "Coverage = share of 300 s samples in the scored window with HP GPUs in use ≤ the "
-        f"forecast's ρ-quantile for the current hour (target ρ = {Params().rho:g}); quota share = "
-        "mean LP quota (shortest guarantee class) ÷ capacity; quota < 1 GPU = share of samples "
-        f"in which no LP job could be admitted; η at max = share of samples with η at its upper "
-        f"clamp {Params().eta_max:g} (the feedback asks for more quota than it may give).", "",
-        md_table(rows, ["run", "pool", "samples", "coverage", "quota share", "quota < 1 GPU",
-                        "mean η", "η at max"], "llrrrrrr"),
-        "", *pics])
+        return None
+    return {"rho": f"{Params().rho:g}", "eta_max": f"{Params().eta_max:g}",
+            "table": md_table(rows, ["run", "pool", "samples", "coverage", "quota share",
+                                     "quota < 1 GPU", "mean η", "η at max"], "llrrrrrr"),
+            "figures": _pictures(names, figures, report)}
 
 
-def _differences_section(res: ReproResults) -> str:
-    summ = res.summaries()
-    load = res.config.ablation_load
-    med = summ.get("grid", {}).get(load, {})
-    g = med.get("gfs", {})
-    base = {b: med[b] for b in BASELINES if b in med}
-    facts: list[str] = []
-    if g and base:
-        facts.append(_queueing_fact(g, base, load, res.quota_traces.get(
-            f"{res.config.setup}/{load}/gfs")))
-    grid = summ.get("grid", {})
-    ours = {fam: changes(grid, "lp_jqt_mean", baselines=names)
-            for fam, names in (("none", BASELINES), ("sqa", SQA_BASELINES))}
-    mean = {fam: float(t.loc["mean", "mean"]) if not t.empty else math.nan
-            for fam, t in ours.items()}
-    facts.append(
-        "- **Two baseline families.** The authors gave YARN-CS, Lyra and FGD GFS's spot quota, "
-        "and in their simulator that quota stayed at 0 all month (HP usage is never decremented "
-        "for the baselines, GFS-SPEC §9), which inflates the baselines' LP JQT (paper: "
-        "1,211.7–5,450.5 s). We run each baseline as its own paper describes it (no quota: LP "
-        "borrows any idle GPU) and under the same SQA quota as GFS with a static η (`+sqa`), "
-        f"without that defect. GFS's mean LP JQT change is {pct(mean['sqa'], signed=True)} "
-        f"against the +sqa baselines and {pct(mean['none'], signed=True)} against the no-quota "
-        "ones (paper: −44.1 % against its baselines). A quota can only hold LP work back, so "
-        "against baselines that start LP on any idle GPU GFS pays for its fewer evictions with "
-        "some queueing.")
-    if g:
-        per_pool = res.per_pool().get("grid", {}).get(load, {}).get("gfs", [])
-        if per_pool:
-            hp = sum(r["hp_share"] * r["gpus"] for r in per_pool) / sum(r["gpus"] for r in per_pool)
-            lp = sum(r["lp_share"] * r["gpus"] for r in per_pool) / sum(r["gpus"] for r in per_pool)
-            facts.append(
-                f"- **Synthetic trace.** The real `job_info_df.csv` is not available offline; every "
-                f"number here comes from the calibrated synthetic Alibaba-like trace "
-                f"(`gfs-opt trace stats synthetic`). On `{res.config.setup}` at {load} load HP "
-                f"holds {pct(hp)} of the GPUs on average and LP {pct(lp)} under GFS: LP is a small "
-                f"share of the work, so allocation hardly moves between policies (the paper's "
-                f"+22.8 % is a production figure on a cluster with far more spot demand).")
-    rho_fact = _rho_fact(res)
-    if rho_fact:
-        facts.append(rho_fact)
-    facts += [
-        "- **Load scaling.** The paper does not say how it scales LP load. Ours "
-        "(`Trace.select`): ×x < 1 keeps each LP job with probability x; ×x > 1 adds ⌊x⌋−1 copies "
-        "(plus one with probability frac(x)) with submit times jittered by ±30 min. Low / medium "
-        "/ high = ×0.5 / ×1 / ×2.",
-        "- **Defects of the authors' simulator that gfs_opt does not repeat** (GFS-SPEC §9): HP "
-        "usage accounting (adds g, subtracts g·w), η feedback and node eviction scores that never "
-        "run, partial placement of multi-worker HP jobs, LP admission that ignores w, a 20-hour "
-        "clock skew in forecaster training, Chronus never recording a failure. Each of these "
-        "changes the published numbers in a direction we cannot quantify without their trace.",
-        "- **Deliberate departures** (README): η scales the safety margin (U = μ + z_ρ·σ/η, "
-        "bounds [0.1, 10]) instead of multiplying the free capacity; an hour with no guarantee "
-        "window while LP jobs wait on the quota counts as ER = 0; the quota is lifted after the "
-        "scored window so the backlog drains; the forecast is conditioned on the latest completed "
-        "hour at every refresh; `fail_size` is gang-aware (a failed w × g gang only rules out "
-        "gangs at least as large in both), η feedback acts at most hourly on the eviction rate of "
-        "the last H hours, YARN-CS head-of-line blocking (incl. a head the quota refuses) is "
-        "bounded at 1 h, Chronus renews leases unless HP needs the GPUs.",
-        f"- **Forecaster.** The paper uses a DLinear-style network; gfs_opt uses Prophet (daily and "
-        f"weekly seasonality, Chinese holidays) per tenant, or the fast seasonal ETS. This run "
-        f"used `{res.config.forecaster}` for the A100 grid"
-        + (f" and `{res.config.full_forecaster}` for the full replay"
-           if res.config.full_forecaster and res.config.full_setup else "")
-        + "; the Prophet-vs-ETS accuracy comparison is `gfs-opt forecast backtest` "
-        "(notebook 02).",
-        "- **JQT of jobs that never start** counts up to the end of the replay (window + "
-        f"{res.config.drain_days:g} days drain, the quota lifted after the window). The tables "
-        "show it apart: *LP JQT mean* over all scored LP jobs, *LP JQT started* over those that "
-        "started, *LP never started*.",
-    ]
-    return "\n".join(["## Where we differ and why", "", *facts])
-
-
-def _queueing_fact(g: Mapping[str, Any], base: Mapping[str, Mapping[str, Any]], load: str,
-                   trace: pd.DataFrame | None = None) -> str:
-    """What GFS's LP numbers look like against the baselines, and the mechanism behind them."""
+def _queueing(g: Mapping[str, Any], base: Mapping[str, Mapping[str, Any]], load: str,
+              trace: pd.DataFrame | None) -> dict[str, Any]:
+    """GFS's LP numbers against the baselines, and what the quota trace shows behind them."""
     ev = [s["lp_eviction_rate"] for s in base.values()]
     jqt = [s["lp_jqt_mean"] for s in base.values()]
     never = [int(s.get("lp_never_started", 0) or 0) for s in base.values()]
     fewer_ev = g["lp_eviction_rate"] < sum(ev) / len(ev)
     longer_q = g["lp_jqt_mean"] > max(jqt)
-    n_lower = sum(g["lp_eviction_rate"] < e for e in ev)
-    head = ("GFS trades LP queueing for fewer evictions." if fewer_ev and longer_q else
-            "GFS evicts less and queues less." if fewer_ev else
-            "GFS queues LP longer and does not evict less." if longer_q else
-            "GFS is between the baselines.")
-    text = (f"- **{head}** At {load} load GFS breaks {pct(g['lp_eviction_rate'], digits=2)} of LP "
-            f"guarantee windows, fewer than {n_lower} of the {len(ev)} baselines (baselines "
-            f"{pct(min(ev), digits=2)}–{pct(max(ev), digits=2)}); its "
-            f"mean LP JQT is {secs(g['lp_jqt_mean'])} s (baselines {secs(min(jqt))}–"
-            f"{secs(max(jqt))} s), median {secs(g.get('lp_jqt_p50'))} s, p90 "
-            f"{secs(g.get('lp_jqt_p90'))} s.")
-    n_never = int(g.get("lp_never_started", 0) or 0)
-    if n_never:
-        text += (f" {n_never:,} of {g.get('jobs_lp', 0):,} LP jobs never start under GFS "
-                 f"(baselines {min(never):,}–{max(never):,}); over the LP jobs that do start, "
-                 f"GFS's mean JQT is {secs(g.get('lp_jqt_started_mean'))} s.")
-    if longer_q:
-        text += (" LP waits because the quota is min_h(C − U_h) with U_h = μ_h + z_ρ·σ_h/η the "
-                 "HP demand the quota plans for: when HP demand nears capacity the quota is 0 "
-                 "and LP waits by design, and a large LP gang waits until the quota has room for "
-                 "all of it; the baselines start LP on any free GPU and evict it later.")
-        if trace is not None and not trace.empty:
-            pool = str(trace.groupby("pool")["capacity"].max().idxmax())
-            d = trace[trace["pool"] == pool]
-            zero = float((d["quota_gpus"] < 1).mean())
-            busy = float((d["hp"] >= 0.9 * d["capacity"]).mean())
-            text += (f" In pool {pool} the quota was below one GPU in {pct(zero)} of the "
-                     f"samples and HP held ≥ 90 % of the pool in {pct(busy)}.")
-            eta_max = Params().eta_max
-            at_max = float((d["eta"] >= eta_max - 1e-9).mean())
-            if at_max > 0.5:
-                text += (f" η sat at its upper clamp {eta_max:g} in {pct(at_max)} of the samples: "
-                         f"evictions stayed below the 1 − ρ target, so the feedback shrank the "
-                         f"safety margin to z_ρ·σ/{eta_max:g} — the forecast mean of HP demand "
-                         f"itself, not the margin, is what holds LP back then.")
-    return text
+    out: dict[str, Any] = {
+        "head": ("GFS trades LP queueing for fewer evictions." if fewer_ev and longer_q else
+                 "GFS evicts less and queues less." if fewer_ev else
+                 "GFS queues LP longer and does not evict less." if longer_q else
+                 "GFS is between the baselines."),
+        "load": load, "evict": pct(g["lp_eviction_rate"], digits=2),
+        "n_lower": sum(g["lp_eviction_rate"] < e for e in ev), "n_base": len(ev),
+        "evict_lo": pct(min(ev), digits=2), "evict_hi": pct(max(ev), digits=2),
+        "jqt": secs(g["lp_jqt_mean"]), "jqt_lo": secs(min(jqt)), "jqt_hi": secs(max(jqt)),
+        "p50": secs(g.get("lp_jqt_p50")), "p90": secs(g.get("lp_jqt_p90")),
+        "never": int(g.get("lp_never_started", 0) or 0), "jobs_lp": f"{g.get('jobs_lp', 0):,}",
+        "never_lo": f"{min(never):,}", "never_hi": f"{max(never):,}",
+        "jqt_started": secs(g.get("lp_jqt_started_mean")), "longer": longer_q,
+        "pool": None, "at_max": None}
+    if trace is not None and not trace.empty:
+        pool = str(trace.groupby("pool")["capacity"].max().idxmax())
+        d = trace[trace["pool"] == pool]
+        out.update(pool=pool, zero=pct(float((d["quota_gpus"] < 1).mean())),
+                   busy=pct(float((d["hp"] >= 0.9 * d["capacity"]).mean())))
+        at_max = float((d["eta"] >= Params().eta_max - 1e-9).mean())
+        if at_max > 0.5:
+            out["at_max"] = pct(at_max)
+    return out
 
 
-def _config_section(res: ReproResults, command: str, assets: Path) -> str:
+def _facts(res: ReproResults, rho_fact: dict[str, Any] | None) -> dict[str, Any]:
+    summ = res.summaries()
+    load = res.config.ablation_load
+    grid = summ.get("grid", {})
+    med = grid.get(load, {})
+    g = med.get("gfs", {})
+    base = {b: med[b] for b in (*BASELINES, *SQA_BASELINES) if b in med}
+    facts: dict[str, Any] = {"queueing": None, "families": None, "chronus": None,
+                             "synthetic": None, "rho": rho_fact}
+    if g and base:
+        facts["queueing"] = _queueing(g, base, load, res.quota_traces.get(
+            f"{res.config.setup}/{load}/gfs"))
+    fam = {f: changes(grid, "lp_jqt_mean", baselines=names)
+           for f, names in (("none", BASELINES), ("sqa", SQA_BASELINES))}
+    if any(not t.empty for t in fam.values()):
+        facts["families"] = {f: pct(float(t.loc["mean", "mean"]) if not t.empty else math.nan,
+                                    signed=True) for f, t in fam.items()}
+    if g and "chronus" in med:
+        c = med["chronus"]
+        facts["chronus"] = {"load": load, "evict": pct(c["lp_eviction_rate"], digits=2),
+                            "gfs_evict": pct(g["lp_eviction_rate"], digits=2),
+                            "hp": secs(c["hp_jqt_mean"]), "gfs_hp": secs(g["hp_jqt_mean"])}
+    per_pool = res.per_pool().get("grid", {}).get(load, {}).get("gfs", [])
+    if g and per_pool:
+        gpus = sum(r["gpus"] for r in per_pool)
+        facts["synthetic"] = {
+            "setup": res.config.setup, "load": load,
+            "hp": pct(sum(r["hp_share"] * r["gpus"] for r in per_pool) / gpus),
+            "lp": pct(sum(r["lp_share"] * r["gpus"] for r in per_pool) / gpus)}
+    return facts
+
+
+def _config(res: ReproResults, command: str, assets: Path) -> dict[str, Any]:
     c = res.config
-    loads = ", ".join(f"{n} ×{f:g}" for n, f in c.loads)
     rows = []
     for group, by_load in res.runs.items():
         outs = [o for by_pol in by_load.values() for o in by_pol.values()]
@@ -600,36 +497,41 @@ def _config_section(res: ReproResults, command: str, assets: Path) -> str:
                      f"{sum(o.wall_s for o in outs):,.0f}"])
     rows += [[f"this invocation: {k}", f"{v:,.1f}"] for k, v in res.timings.items()
              if not k.startswith("run ")]
-    return "\n".join([
-        "## How this report was made", "",
-        f"- command: `{command}`" if command else "- command: (Python API)",
-        f"- gfs_opt commit `{_git_commit()}`, generated "
-        f"{datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- setup `{c.setup}`, loads {loads}; policies {', '.join(c.policies)}; exact "
-        f"{', '.join(c.milp_policies) or '–'} at {', '.join(c.milp_loads) or '–'}; ablations at "
-        f"{c.ablation_load}; full replay: {c.full_setup or 'skipped'}; forecaster `{c.forecaster}`"
-        f"{f' (full replay `{c.full_forecaster}`)' if c.full_forecaster else ''}; seed {c.seed}"
-        f"{'; QUICK MODE (small settings, not the paper setup)' if c.quick else ''}",
-        f"- runs: `{res.out}` (reused from an earlier invocation: {len(res.reused)}); figures, "
-        f"tables and `results.json`: `{assets}`", "",
-        md_table(rows, ["step", "seconds"]),
-    ])
+    return {
+        "command": command, "commit": _git_commit(),
+        "generated": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "config": {"setup": c.setup, "loads": ", ".join(f"{n} ×{f:g}" for n, f in c.loads),
+                   "policies": ", ".join(c.policies),
+                   "milp": f"{', '.join(c.milp_policies) or '–'} at {', '.join(c.milp_loads) or '–'}",
+                   "ablation_load": c.ablation_load, "full": c.full_setup or "skipped",
+                   "seed": c.seed, "out": str(res.out), "reused": len(res.reused),
+                   "assets": str(assets)},
+        "timings": md_table(rows, ["step", "seconds"])}
 
 
-def _motivation_line(res: ReproResults) -> str:
-    """The paper's production observations, with what our simulation shows beside them."""
-    text = ("Production observations that motivate the paper (not simulation targets): "
-            + "; ".join(f"{k} {v if isinstance(v, str) else pct(v)}" for k, v in MOTIVATION.items())
-            + ".")
-    med = res.summaries().get("grid", {}).get(res.config.ablation_load, {})
-    ev = [med[b]["lp_eviction_rate"] for b in BASELINES if b in med]
-    al = [s["allocation_rate"] for s in med.values()]
-    if ev and al:
-        text += (f" Our simulation ({res.config.setup}, {res.config.ablation_load} load): the "
-                 f"no-quota baselines break {pct(min(ev), digits=2)}–{pct(max(ev), digits=2)} of "
-                 f"LP guarantee windows and every policy allocates {pct(min(al))}–{pct(max(al))} "
-                 f"of the GPUs.")
-    return text
+def render(res: ReproResults, report: Path, figures: Mapping[str, Path], assets: Path,
+           command: str = "") -> str:
+    """The report's Markdown (see templates/report.md.j2)."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
+                      undefined=StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                      autoescape=False)
+    comps = paper_comparisons(res.summaries(), res.config.ablation_load, res.best_baseline)
+    rho, rho_fact = _rho(res)
+    c = res.config
+    context = {
+        "quick": c.quick, "drain_days": f"{c.drain_days:g}", "verdicts": _verdicts(comps),
+        "motivation": _motivation(res), "grid": _grid(res), "ablations": _ablations(res),
+        "rho": rho, "full": _full(res), "gaps": _gaps(res, figures, report),
+        "quota": _quota(res, figures, report) or {"eta_max": f"{Params().eta_max:g}"},
+        "facts": _facts(res, rho_fact), "departures": departures(),
+        "forecaster": c.forecaster,
+        "full_forecaster": c.full_forecaster if c.full_forecaster and c.full_setup else None,
+        "figures": _pictures(_figure_keys(figures), figures, report),
+        **_config(res, command, assets)}
+    text = env.get_template(TEMPLATE).render(**context)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
 
 def write_report(res: ReproResults, report: Path, assets: Path | None = None,
@@ -641,23 +543,7 @@ def write_report(res: ReproResults, report: Path, assets: Path | None = None,
     figures = make_figures(res, assets / "figures")
     write_tables(res, assets / "tables")
     (assets / "results.json").write_text(json.dumps(_clean(res.to_json()), indent=1, default=_json))
-    comps = paper_comparisons(res.summaries(), res.config.ablation_load, res.best_baseline)
-    title = "# Reproducing GFS (arXiv 2509.11134) with gfs_opt"
-    intro = ("Our measurements beside the paper's published numbers (GFS-SPEC §8), generated by "
-             "`gfs-opt reproduce`. Everything below is regenerated by the command in the last "
-             "section; nothing is edited by hand.")
-    if res.config.quick:
-        intro += ("\n\n> **Quick mode**: small synthetic setup and settings meant for tests; the "
-                  "numbers are not comparable with the paper's.")
-    sections = [title, intro, _verdict_section(comps),
-                _motivation_line(res),
-                _grid_section(res) if res.group("grid") else "", _ablation_section(res),
-                _rho_section(res),
-                _full_section(res), _gap_section(res, figures, report),
-                _quota_section(res, figures, report), _differences_section(res),
-                _figure_section(figures, report),
-                _config_section(res, command, assets)]
-    text = "\n\n".join(s for s in sections if s) + "\n"
+    text = render(res, report, figures, assets, command)
     tmp = report.with_name(f".{report.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(report)
