@@ -13,7 +13,13 @@ import shutil
 from dataclasses import dataclass
 
 import numpy as np
-import pulp
+
+try:
+    import pulp
+except ModuleNotFoundError as exc:   # an extra: the package itself never needs it
+    raise ModuleNotFoundError(
+        "gfs_opt.crosscheck needs PuLP: pip install 'gfs-opt[crosscheck]'", name=exc.name
+    ) from None
 
 from gfs_opt.model import (
     HOUR,
