@@ -77,7 +77,8 @@ def _parse_json(text: str) -> tuple[Any, list[str]]:
 def _header_problems(raw: Any) -> list[str]:
     """Format and version first: for another kind of file, field-by-field errors are noise."""
     if not isinstance(raw, dict):
-        kind = {list: "an array", str: "a string"}.get(type(raw), "a single value")
+        kinds: dict[type, str] = {list: "an array", str: "a string"}
+        kind = kinds.get(type(raw), "a single value")
         return [f"top level must be a JSON object, got {kind}"]
     fmt = raw.get("format")
     if fmt != FORMAT:

@@ -259,7 +259,7 @@ def _rho_key(label: str) -> float:
     return float(label.rsplit("rho", 1)[1])
 
 
-def _vs_baselines(s: Mapping[str, Any], base: list[Mapping[str, Any]], metric: str) -> float:
+def _vs_baselines(s: Mapping[str, Any], base: Sequence[Mapping[str, Any]], metric: str) -> float:
     return _mean([change(s[metric], b[metric]) for b in base])
 
 

@@ -202,7 +202,7 @@ class RayEngine:
                 mem = min(task.memory_mb, cap) if cap else task.memory_mb
                 ref = remote.options(num_cpus=1, memory=int(mem) * 2**20, max_retries=1,
                                      retry_exceptions=False,
-                                     name=f"gfs-cell-{task.cell.id}").remote(
+                                     name=f"gfs-cell-{task.cell.id}").remote(  # type: ignore[call-arg]  # ray's stubs know one argument
                     task.cell.id, task.cell.spec, task.cell.imports)
                 refs[ref] = task
             while refs:

@@ -100,7 +100,10 @@ def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
 
 
 def _write_text(path: Path, text: str) -> None:
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    def write(tmp: str) -> None:
+        Path(tmp).write_text(text, encoding="utf-8")
+
+    _atomic_write(path, write)
 
 
 def _clean(value: Any) -> Any:
