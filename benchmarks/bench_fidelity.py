@@ -37,9 +37,9 @@ import pandas as pd
 
 from gfs_opt.experiments.compare import compare, table
 from gfs_opt.experiments.runner import RunSpec
-from gfs_opt.experiments.sweep import run_sweep
-from gfs_opt.experiments.sweep_engines import make_engine
-from gfs_opt.experiments.sweep_spec import expand, validate_spec
+from gfs_opt.experiments.sweep.engines import make_engine
+from gfs_opt.experiments.sweep.run import run_sweep
+from gfs_opt.experiments.sweep.spec import expand, validate_spec
 from gfs_opt.policies import options_for
 
 NO_QUOTA = ("yarn-cs", "chronus", "lyra", "fgd")

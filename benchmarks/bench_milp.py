@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gfs_opt.instance import load_round
+from gfs_opt.instance.solve_round import run_greedy_preempt, run_greedy_quota
 from gfs_opt.model import MILLI, JobClass, Round
 from gfs_opt.preempt.milp import solve_preemption
 from gfs_opt.quota.milp import solve_quota
 from gfs_opt.solve import SolverOptions
-from gfs_opt.solve_round import run_greedy_preempt, run_greedy_quota
 
 COLUMNS = ["instance", "nodes", "GPUs", "run LP", "pend HP", "pend LP",
            "greedy P", "greedy C", "greedy ms", "greedy ok",

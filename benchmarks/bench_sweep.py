@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def one(spec_path: Path, engine_name: str, workers: int, out: Path) -> dict:
-    from gfs_opt.experiments.sweep import run_sweep
-    from gfs_opt.experiments.sweep_engines import make_engine
-    from gfs_opt.experiments.sweep_spec import expand, load_spec_file
+    from gfs_opt.experiments.sweep.engines import make_engine
+    from gfs_opt.experiments.sweep.run import run_sweep
+    from gfs_opt.experiments.sweep.spec import expand, load_spec_file
 
     spec, text = load_spec_file(spec_path)
     cells = expand(spec, spec_path.resolve().parent)

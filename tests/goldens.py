@@ -60,8 +60,8 @@ def run_digest(setup: str, policy: str) -> str:
 
 def instance_digest(path: Path, method: str) -> str:
     from gfs_opt.instance import load_round
+    from gfs_opt.instance.solve_round import solve_round
     from gfs_opt.solve import SolverOptions
-    from gfs_opt.solve_round import solve_round
 
     res = solve_round(load_round(path), method, "all", SolverOptions(time_limit=MILP_LIMIT_S))
     return _sha(json.dumps(_strip_times(res.as_dict()), sort_keys=True, default=str))

@@ -167,7 +167,7 @@ def test_solve_refuses_a_huge_round_for_the_milp(tmp_path: Path) -> None:
 
 
 def test_a_failing_milp_exits_non_zero(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gfs_opt.solve_round as sr
+    import gfs_opt.instance.solve_round as sr
 
     real = sr.solve_preemption
 

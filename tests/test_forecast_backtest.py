@@ -170,7 +170,7 @@ def test_cli_backtest_writes_outputs(tmp_path: Path, capsys: pytest.CaptureFixtu
     (["--data", "{csv}", "--weeks", "9"], "no training history"),
     (["--data", "{csv}", "--series", "zz"], "unknown series"),
     (["--data", "{bad}"], "lacks column"),
-    (["--data", "{csv}", "--update", "daily"], "update must be one of"),
+    (["--data", "{csv}", "--update", "daily"], "--update: invalid choice"),
     (["--data", "{csv}", "--eval-start", "never"], "cannot read"),
     (["--data", "{csv}", "--min-active", "2"], "--min-active"),
 ])

@@ -33,7 +33,7 @@ from gfs_opt.instance import (
     validate_dict,
     validate_file,
 )
-from gfs_opt.instance_schema import JobIn, ParamsIn, PoolIn, json_schema, json_schema_text
+from gfs_opt.instance.schema import JobIn, ParamsIn, PoolIn, json_schema, json_schema_text
 from gfs_opt.model import Job, Params, PoolStatus, Round
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gfs_opt.cli import main
-from gfs_opt.experiments.headline import changes, paper_comparisons
-from gfs_opt.experiments.paper import PAPER, PaperNumber, verdict
-from gfs_opt.experiments.reproduce import (
+from gfs_opt.experiments.reproduce.headline import changes, paper_comparisons
+from gfs_opt.experiments.reproduce.paper import PAPER, PaperNumber, verdict
+from gfs_opt.experiments.reproduce.plan import (
     ReproConfig,
     grid_cells,
     load_run,
@@ -211,3 +211,15 @@ def test_verdict_on_relative_changes_and_ranges() -> None:
     rng = PAPER["baseline_lp_jqt"]                 # a range without a better side
     assert verdict(3000.0, rng).word == "match"
     assert verdict(100.0, rng).word == "miss" == verdict(1e5, rng).word
+
+
+def test_readme_and_report_share_one_list_of_departures() -> None:
+    """The README's departures section is the file the report renders (one source)."""
+    from gfs_opt.experiments.reproduce.report import departures
+
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Where gfs_opt departs from a literal reading of the spec "
+                           "(and why)\n\n", 1)[1].split("\n## ", 1)[0].rstrip()
+    assert section == departures(), ("README's departures differ from "
+                                     "gfs_opt/experiments/reproduce/departures.md: edit the file "
+                                     "and copy it into the README")

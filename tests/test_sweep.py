@@ -21,10 +21,10 @@ from tiny_trace import write_tiny_trace
 
 from gfs_opt.cli import main
 from gfs_opt.experiments.runner import run
-from gfs_opt.experiments.sweep import ci95, merge, run_sweep
-from gfs_opt.experiments.sweep_cell import execute_cell
-from gfs_opt.experiments.sweep_engines import OnDone, Task
-from gfs_opt.experiments.sweep_spec import Cell, expand, load_spec_file
+from gfs_opt.experiments.sweep.cell import execute_cell
+from gfs_opt.experiments.sweep.engines import OnDone, Task
+from gfs_opt.experiments.sweep.run import ci95, merge, run_sweep
+from gfs_opt.experiments.sweep.spec import Cell, expand, load_spec_file
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from test_sweep import InlineEngine, spec_cells, write_spec
 
-from gfs_opt.experiments.sweep import format_summary, run_sweep
+from gfs_opt.experiments.sweep.run import format_summary, run_sweep
 from gfs_opt.instance import load_instance
 from gfs_opt.preempt.milp import greedy_decision, solve_preemption
 from gfs_opt.quota.milp import solve_quota

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gfs_opt.cli import main
 from gfs_opt.errors import InputError
-from gfs_opt.experiments.sweep_spec import cell_id, expand, load_spec_file, validate_spec
+from gfs_opt.experiments.sweep.spec import cell_id, expand, load_spec_file, validate_spec
 
 BASE: dict[str, Any] = {"setup": "small", "policies": ["gfs", "yarn-cs"], "seeds": [0, 1]}
 
@@ -62,7 +62,7 @@ def test_cell_ids_hash_the_canonical_simulation() -> None:
     # the id is a function of the RunSpec alone, and stable across processes (no hash salt)
     c = plain[0]
     assert cell_id(c.spec) == c.id and len(c.id) == 16 and int(c.id, 16) >= 0
-    code = ("from gfs_opt.experiments.sweep_spec import expand, validate_spec; "
+    code = ("from gfs_opt.experiments.sweep.spec import expand, validate_spec; "
             f"print(expand(validate_spec({BASE!r}))[0].id)")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**os.environ, "PYTHONHASHSEED": "123"}, check=True)

@@ -68,7 +68,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from gfs_opt.instance import load_instance
-    from gfs_opt.instance_summary import format_summary, summarise
+    from gfs_opt.instance.summary import format_summary, summarise
 
     inst = load_instance(args.file)
     print(format_summary(summarise(inst.round), title=f"{args.file}  (time {inst.round.time:g} s)",
@@ -78,8 +78,8 @@ def _show(args: argparse.Namespace) -> int:
 
 def _dump(args: argparse.Namespace) -> int:
     from gfs_opt.errors import GfsError
-    from gfs_opt.experiments.dump import ContestedRoundDump
     from gfs_opt.experiments.runner import RunSpec, prepare_trace
+    from gfs_opt.instance.dump import ContestedRoundDump
     from gfs_opt.model import Params
     from gfs_opt.policies import make_policy
     from gfs_opt.sim.engine import SimConfig, Simulator
@@ -122,7 +122,7 @@ def _dump(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from gfs_opt.instance_schema import json_schema_text
+    from gfs_opt.instance.schema import json_schema_text
 
     sys.stdout.write(json_schema_text())
     return 0

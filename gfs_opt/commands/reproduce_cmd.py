@@ -13,7 +13,7 @@ from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
 
 if TYPE_CHECKING:
-    from gfs_opt.experiments.reproduce import ReproConfig
+    from gfs_opt.experiments.reproduce.plan import ReproConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> ReproConfig:
-    from gfs_opt.experiments.reproduce import ReproConfig
+    from gfs_opt.experiments.reproduce.plan import ReproConfig
     from gfs_opt.experiments.setups import LOADS
     from gfs_opt.forecast.registry import MODELS
 
@@ -101,8 +101,8 @@ def _package_instances() -> str | None:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from gfs_opt.experiments.report import write_report
-    from gfs_opt.experiments.reproduce import reproduce
+    from gfs_opt.experiments.reproduce.plan import reproduce
+    from gfs_opt.experiments.reproduce.report import write_report
 
     cfg = _config(args)
     out = args.out or Path("results") / ("reproduce-quick" if args.quick else "reproduce")

@@ -183,7 +183,7 @@ def format_summary(s: dict) -> str:
 
 def _compare(args: argparse.Namespace) -> int:
     from gfs_opt.experiments.compare import compare, format_table, plot, table
-    from gfs_opt.experiments.runner import RunSpec
+    from gfs_opt.experiments.runner import RunOutput, RunSpec
     from gfs_opt.experiments.setups import LOADS, SETUPS
 
     if args.setup and args.trace:
@@ -218,10 +218,10 @@ def _compare(args: argparse.Namespace) -> int:
         raise GfsError("--policies: no policy given")
     if args.forecaster:
         base.policy_options = {"forecaster": args.forecaster}
-    done: dict[str, dict] = {}
+    done: dict[str, dict[str, RunOutput]] = {}
     warned: set[str] = set()
 
-    def finished(load: str, pol: str, o: object) -> None:
+    def finished(load: str, pol: str, o: RunOutput) -> None:
         done.setdefault(load, {})[pol] = o
         n_hp, n_lp = o.summary.get("never_placeable_hp", 0), o.summary.get("never_placeable_lp", 0)
         if (n_hp or n_lp) and load not in warned:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from gfs_opt.errors import GfsError
 
@@ -100,10 +101,10 @@ def _status(args: argparse.Namespace) -> int:
 
     from gfs_opt.slurm.cluster import status
 
-    st = status(_folder(args))
+    st: dict[str, Any] = status(_folder(args))
     if args.json:
         spec = st.get("spec")
-        st["spec"] = asdict(spec) if spec is not None else None  # type: ignore[arg-type]
+        st["spec"] = asdict(spec) if spec is not None else None
         json.dump(st, sys.stdout, indent=2, default=str)
         print()
         return 0 if st["daemons"] else 1
@@ -113,17 +114,17 @@ def _status(args: argparse.Namespace) -> int:
     spec = st["spec"]
     print(f"cluster in {st['dir']}: {spec.nodes} nodes × {spec.gpus} GPUs, speedup ×{spec.speedup:g}"
           if spec is not None else f"cluster in {st['dir']}")
-    for name, pid, alive in st["daemons"]:  # type: ignore[union-attr]
+    for name, pid, alive in st["daemons"]:
         print(f"  {name:<10} pid {pid:<8} {'running' if alive else 'NOT RUNNING'}")
     if "nodes" in st:
-        print("  nodes: " + ", ".join(f"{n} {s.lower()}" for n, s in st["nodes"]))  # type: ignore[union-attr]
-        for q in st["qos"]:  # type: ignore[union-attr]
+        print("  nodes: " + ", ".join(f"{n} {s.lower()}" for n, s in st["nodes"]))
+        for q in st["qos"]:
             print(f"  qos {q['name']:<10} priority {q['priority']:<5} preempt {q['preempt'] or '-':<20}"
                   f" exempt {q['exempt'] or '-':<9} GrpTRES {q['grp_tres'] or '-'}")
-        print("  jobs: " + (", ".join(f"{k.lower()} {v}" for k, v in st["jobs"].items()) or "none"))  # type: ignore[union-attr]
+        print("  jobs: " + (", ".join(f"{k.lower()} {v}" for k, v in st["jobs"].items()) or "none"))
     if "error" in st:
         print(f"  error: {st['error']}")
-    if not all(a for _n, _p, a in st["daemons"]):  # type: ignore[union-attr]
+    if not all(a for _n, _p, a in st["daemons"]):
         raise GfsError("some daemons are not running: `gfs-opt slurm up` restarts the cluster")
     return 0
 

@@ -23,8 +23,8 @@ MAX_MILP_PENDING = 10_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from gfs_opt.instance.solve_round import METHODS, STEPS
     from gfs_opt.solve import EXPORT_FORMATS, SOLVERS
-    from gfs_opt.solve_round import METHODS, STEPS
 
     p = sub.add_parser("solve", help="solve one instance file: greedy, exact MILP, or both side by side")
     p.add_argument("instance", type=Path, metavar="INSTANCE", help="instance file (JSON)")
@@ -58,9 +58,9 @@ def _solve(args: argparse.Namespace) -> int:
     import time
 
     from gfs_opt.instance import load_instance
+    from gfs_opt.instance.solve_round import solve_round
     from gfs_opt.preempt.milp import PreemptOptions
     from gfs_opt.solve import SolverOptions
-    from gfs_opt.solve_round import solve_round
 
     t_start = time.perf_counter()
     if args.export and args.out is None:

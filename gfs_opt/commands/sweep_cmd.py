@@ -58,9 +58,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from gfs_opt.experiments.sweep import format_summary, run_sweep
-    from gfs_opt.experiments.sweep_engines import make_engine
-    from gfs_opt.experiments.sweep_spec import expand, load_spec_file
+    from gfs_opt.experiments.sweep.engines import make_engine
+    from gfs_opt.experiments.sweep.run import format_summary, run_sweep
+    from gfs_opt.experiments.sweep.spec import expand, load_spec_file
 
     if args.workers is not None and args.workers < 1:
         raise GfsError("--workers must be ≥ 1")
@@ -82,7 +82,12 @@ def _sweep(args: argparse.Namespace) -> int:
     print(format_summary(res.summary, cells))
     print(f"{res.cells} cells: {res.ran} run, {res.skipped} already done, {res.failed} failed; "
           f"{res.wall_s:.1f} s with engine {res.engine}")
-    print(f"wrote {out / 'results.parquet'}, results.csv, summary.csv, timings.csv")
+    from gfs_opt.experiments.sweep.run import has_parquet
+
+    first = out / ("results.parquet" if has_parquet() else "results.csv")
+    rest = "results.csv, " if has_parquet() else ""
+    print(f"wrote {first}, {rest}summary.csv, timings.csv"
+          + ("" if has_parquet() else " (install gfs-opt[parquet] for results.parquet)"))
     if res.failed:
         print(f"{res.failed} cell(s) failed: see the 'error' column of {out / 'results.csv'}; "
               f"--resume re-runs them")

@@ -13,7 +13,13 @@ import shutil
 from dataclasses import dataclass
 
 import numpy as np
-import pulp
+
+try:
+    import pulp
+except ModuleNotFoundError as exc:   # an extra: the package itself never needs it
+    raise ModuleNotFoundError(
+        "gfs_opt.crosscheck needs PuLP: pip install 'gfs-opt[crosscheck]'", name=exc.name
+    ) from None
 
 from gfs_opt.model import (
     HOUR,
@@ -35,9 +41,10 @@ def _cbc(time_limit: float) -> pulp.LpSolver:
     path = shutil.which("cbc")
     if path is None:
         try:
-            from pulp.apis.coin_api import pulp_cbc_path as path
+            from pulp.apis.coin_api import pulp_cbc_path
         except ImportError:   # a PuLP without the bundled binary: COIN_CMD finds cbc itself
-            path = None
+            pulp_cbc_path = None
+        path = pulp_cbc_path
     return pulp.COIN_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, threads=1, path=path)
 
 

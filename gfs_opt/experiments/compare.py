@@ -61,7 +61,7 @@ def table(results: dict[str, dict[str, RunOutput]], reference: str = "gfs") -> p
         ref = by_pol.get(reference)
         for pol, out in by_pol.items():
             s = out.summary
-            row = {"load": load, "policy": pol, "family": family(pol)}
+            row: dict[str, object] = {"load": load, "policy": pol, "family": family(pol)}
             for key in TABLE_COLUMNS:
                 row[key] = s.get(key, np.nan)
             row["hp_jqt_p99"] = s.get("hp_jqt_p99", np.nan)

@@ -189,9 +189,10 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
     diagnostics = policy.diagnostics()
     summary.update(diagnostics)
     warnings: list[str] = []
-    if "quota" in diagnostics and rec.jobs is not None and len(rec.jobs):
+    quota = diagnostics.get("quota")
+    if isinstance(quota, dict) and rec.jobs is not None and len(rec.jobs):
         lp = rec.jobs[rec.jobs["cls"] == "LP"]
-        warnings += quota_warnings(diagnostics["quota"], lp["pool"].value_counts().to_dict())
+        warnings += quota_warnings(quota, lp["pool"].value_counts().to_dict())
     summary["warnings"] = warnings
     return RunOutput(spec, summary, per_class(rec), per_pool(rec), rec.timeseries(),
                      rec.jobs if rec.jobs is not None else pd.DataFrame(), rec.quota_table(),

@@ -103,6 +103,15 @@ def _wait(what: str, check: Callable[[], bool], timeout_s: float, log_file: Path
                    + (f"; see {log_file}" if log_file else ""))
 
 
+def _unix_socket_open(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+        return True
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -163,12 +172,13 @@ class Bringup:
 
     def munge(self) -> None:
         m = self.root / "munge"
+        self.spec.munge_socket.unlink(missing_ok=True)    # stale after a machine reset
         self._start("munged", ["munged", "--foreground", "--force", f"--key-file={m / 'munge.key'}",
                                f"--socket={self.spec.munge_socket}", f"--pid-file={m / 'munged.pid'}",
                                f"--seed-file={m / 'munged.seed'}", f"--log-file={m / 'munged.log'}",
                                "--num-threads=2"],
                     self.root / "log" / "munged.out")
-        _wait("the munge socket", self.spec.munge_socket.exists, 15, m / "munged.log", self.records)
+        _wait("the munge socket", lambda: _unix_socket_open(self.spec.munge_socket), 15, m / "munged.log", self.records)
 
     def mariadb(self) -> None:
         cnf = self.root / "etc" / "my.cnf"
@@ -178,9 +188,13 @@ class Bringup:
                                capture_output=True, text=True)
             if p.returncode != 0:
                 raise GfsError(f"mariadb-install-db failed: {(p.stderr or p.stdout).strip()[-300:]}")
+        # A machine reset leaves the old server's socket and pid file behind; a stale socket
+        # would pass the readiness check below before the new server listens.
+        for stale in (self.spec.db_socket, self.root / "dbrun" / "mariadb.pid"):
+            stale.unlink(missing_ok=True)
         self._start("mariadbd", ["mariadbd", f"--defaults-file={cnf}"],
                     self.root / "log" / "mariadbd.out")
-        _wait("MariaDB", self.spec.db_socket.exists, 60, self.root / "dbrun" / "mariadb.log",
+        _wait("MariaDB", lambda: _unix_socket_open(self.spec.db_socket), 60, self.root / "dbrun" / "mariadb.log",
               self.records)
         pw = (self.root / DB_PASSWORD_FILE).read_text().strip()
         sql = (f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{pw}';"

@@ -126,7 +126,7 @@ class LiveJob:
             g, w = 1, max(per_job, 0)
         alloc: list[tuple[str, tuple[int, ...]]] = []
         res = d.get("job_resources") or {}
-        nodes = [n.get("nodename", "") for n in res.get("allocated_nodes", [])]  # type: ignore[union-attr]
+        nodes = [n.get("nodename", "") for n in res.get("allocated_nodes", [])]  # type: ignore[attr-defined]
         details = list(d.get("gres_detail") or [])       # type: ignore[call-overload]
         for i, node in enumerate(nodes):
             alloc.append((str(node), gpu_indices(details[i]) if i < len(details) else ()))

@@ -101,7 +101,8 @@ def to_seconds(value: str | float | int | None, what: str) -> float | None:
     return parse_time(value, ALIBABA_ORIGIN, f"--{what}")
 
 
-def _resolve(scale: float, pools: list[str] | tuple[str, ...] | None, start: object, end: object,
+def _resolve(scale: float, pools: list[str] | tuple[str, ...] | None, start: str | float | None,
+             end: str | float | None,
              setup: str | None) -> tuple[float, list[str] | None, float | None, float | None, Setup]:
     if setup is not None:
         if setup not in SETUPS:

@@ -68,8 +68,8 @@ def _bucket_edges(label: str) -> tuple[float, float]:
     if label.startswith("over"):
         lo = float(label.split()[1])
         return lo, 4 * lo
-    lo, hi = label.split(" to ")
-    return float(lo), float(hi)
+    low, high = label.split(" to ")
+    return float(low), float(high)
 
 
 @lru_cache(maxsize=4)

@@ -49,7 +49,7 @@ def make_residents(agg: RealAggregates, table: np.ndarray, nodes: pd.DataFrame, 
         sel = np.flatnonzero(model == i)
         col = table[:, i]
         org[sel] = rng.choice(len(col), sel.size, p=col / col.sum())
-        g[sel], w[sel] = samplers[i].sample(sel.size, rng, single=True)
+        g[sel], w[sel] = samplers[int(i)].sample(sel.size, rng, single=True)
 
     regular_gs = (agg.daily_gpu_seconds.sum() - agg.hour0_gpu_seconds) / max(
         agg.model_jobs.sum() - agg.hourly_jobs[0], 1)

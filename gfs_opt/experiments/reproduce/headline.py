@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gfs_opt.experiments.paper import PAPER, PaperNumber, Verdict, verdict
-from gfs_opt.experiments.reproduce import BASELINES, SQA_BASELINES
+from gfs_opt.experiments.reproduce.paper import PAPER, PaperNumber, Verdict, verdict
+from gfs_opt.experiments.reproduce.plan import BASELINES, SQA_BASELINES
 
 Summaries = Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]]
 
@@ -120,13 +120,13 @@ def paper_comparisons(summaries: Summaries, medium: str = "medium",
     gains = ([float(al_all.drop(index="mean", columns="mean").max().max())]
              if not al_all.empty else [])
     how_gain = "largest over baselines × loads"
-    if "gfs" in full and best_baseline in full:
+    if "gfs" in full and best_baseline is not None and best_baseline in full:
         gains.append(change(_get(full["gfs"], "allocation_rate"),
                             _get(full[best_baseline], "allocation_rate")))
         how_gain += " (A100 grid and full replay)"
     if gains:
         add("allocation_gain_max", float(np.nanmax(gains)), how_gain)
-    if "gfs" in full and best_baseline in full:
+    if "gfs" in full and best_baseline is not None and best_baseline in full:
         extra = (_get(full["gfs"], "allocated_gpu_hours_per_month")
                  - _get(full[best_baseline], "allocated_gpu_hours_per_month"))
         price = _get(full["gfs"], "price_per_gpu_hour")

@@ -6,6 +6,7 @@ Output folder::
     OUT/cells/<id>/         one finished cell: cell.json (parameters, metrics or error, timing)
                             plus RunOutput's tables (summary.json, jobs.csv, …)
     OUT/results.parquet     one row per cell: parameters, status, error, summary metrics
+                            (with the `parquet` extra, pyarrow)
     OUT/results.csv         the same as CSV
     OUT/summary.csv         per configuration (all parameters but the seed): mean and 95 % CI
     OUT/timings.csv         wall times per cell (kept apart: they differ from run to run)
@@ -38,9 +39,9 @@ import pandas as pd
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.compare import RELATIVE, family_summary, format_family_summary
 from gfs_opt.experiments.runner import RunOutput
-from gfs_opt.experiments.sweep_cell import CellOutcome
-from gfs_opt.experiments.sweep_engines import Engine, Task
-from gfs_opt.experiments.sweep_spec import Cell, memory_hint_mb
+from gfs_opt.experiments.sweep.cell import CellOutcome
+from gfs_opt.experiments.sweep.engines import Engine, Task
+from gfs_opt.experiments.sweep.spec import Cell, memory_hint_mb
 from gfs_opt.fileio import file_mode
 from gfs_opt.policies import settable_options
 
@@ -99,7 +100,10 @@ def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
 
 
 def _write_text(path: Path, text: str) -> None:
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    def write(tmp: str) -> None:
+        Path(tmp).write_text(text, encoding="utf-8")
+
+    _atomic_write(path, write)
 
 
 def _clean(value: Any) -> Any:
@@ -249,9 +253,17 @@ def summarize(table: pd.DataFrame, cells: Sequence[Cell]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def has_parquet() -> bool:
+    """pyarrow is an extra (`gfs-opt[parquet]`); without it the tables are written as CSV only."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 def write_tables(out: Path, table: pd.DataFrame, summary: pd.DataFrame,
                  timings: pd.DataFrame) -> None:
-    _atomic_write(out / "results.parquet", lambda tmp: table.to_parquet(tmp, index=False))
+    if has_parquet():
+        _atomic_write(out / "results.parquet", lambda tmp: table.to_parquet(tmp, index=False))
     _atomic_write(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
     _atomic_write(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
     _atomic_write(out / "timings.csv", lambda tmp: timings.to_csv(tmp, index=False))

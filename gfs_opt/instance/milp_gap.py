@@ -37,7 +37,7 @@ def solve_instances(files: Iterable[Path], time_limit: float = 10.0, solver: str
                     progress: bool = False) -> pd.DataFrame:
     """Both solvers on every file, both steps; see the module doc for the columns' meaning."""
     from gfs_opt.instance import load_round
-    from gfs_opt.solve_round import solve_round
+    from gfs_opt.instance.solve_round import solve_round
 
     opts = SolverOptions(solver=solver, time_limit=time_limit)
     rows = []

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gfs_opt.errors import GfsError
-from gfs_opt.experiments.sweep_cell import CellOutcome, execute_cell, failed
-from gfs_opt.experiments.sweep_spec import Cell
+from gfs_opt.experiments.sweep.cell import CellOutcome, execute_cell, failed
+from gfs_opt.experiments.sweep.spec import Cell
 
 RAY_HINT = "--engine ray needs Ray: pip install 'gfs-opt[ray]'"
 
@@ -46,7 +46,7 @@ def _ignore_sigint() -> None:
 
 
 #: imported once by the fork server, so that each worker starts warm
-PRELOAD = ["gfs_opt.experiments.sweep_cell", "gfs_opt.experiments.runner",
+PRELOAD = ["gfs_opt.experiments.sweep.cell", "gfs_opt.experiments.runner",
            "gfs_opt.forecast.provider", "scipy.stats"]
 
 
@@ -202,7 +202,7 @@ class RayEngine:
                 mem = min(task.memory_mb, cap) if cap else task.memory_mb
                 ref = remote.options(num_cpus=1, memory=int(mem) * 2**20, max_retries=1,
                                      retry_exceptions=False,
-                                     name=f"gfs-cell-{task.cell.id}").remote(
+                                     name=f"gfs-cell-{task.cell.id}").remote(  # type: ignore[call-arg]  # ray's stubs know one argument
                     task.cell.id, task.cell.spec, task.cell.imports)
                 refs[ref] = task
             while refs:

@@ -1,6 +1,6 @@
 """Cross-reference checks of a structurally valid instance file, and its conversion to a `Round`.
 
-`gfs_opt.instance_schema` has already checked each value on its own; here every reference between
+`gfs_opt.instance.schema` has already checked each value on its own; here every reference between
 parts is checked (pools, job ids, queues, placements against node sizes and each other) with one
 line per problem, worded with the file's own indices. Only a file without problems is turned into
 a `Round`, so `ClusterState.allocate` never sees a bad placement.
@@ -14,7 +14,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from gfs_opt.instance_schema import InstanceFile, JobIn, format_loc
+from gfs_opt.instance.schema import InstanceFile, JobIn, format_loc
 from gfs_opt.model import (
     MILLI,
     AllocationError,

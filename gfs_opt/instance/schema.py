@@ -58,7 +58,8 @@ class ParamsIn(_Strict):
     quota_after_window: bool = Field(_P.quota_after_window,
                                      description="keep the spot quota after the evaluation window")
     pool_aggregation: Literal["independent", "sum-quantiles"] = Field(
-        _P.pool_aggregation, description="how per-organisation forecasts combine into a pool forecast")  # type: ignore[assignment]
+        _P.pool_aggregation,  # type: ignore[arg-type]  # Params keeps it a plain str
+        description="how per-organisation forecasts combine into a pool forecast")
 
 
 class PoolIn(_Strict):

@@ -1,7 +1,7 @@
 """Instance files: one scheduling `Round` as versioned JSON (see docs/instance-format.md).
 
 Reading goes text → JSON (duplicate keys and NaN rejected) → format/version check → pydantic
-shape check (`gfs_opt.instance_schema`) → cross-reference checks (`gfs_opt.instance_check`) →
+shape check (`gfs_opt.instance.schema`) → cross-reference checks (`gfs_opt.instance.check`) →
 `Round`. Every problem becomes one line; nothing a user can put in a file produces a traceback.
 
 Node indices in a file are positions in its ``nodes`` list, in any order. `ClusterState` keeps
@@ -25,8 +25,8 @@ from pydantic import ValidationError
 
 from gfs_opt.errors import InputError
 from gfs_opt.fileio import file_mode
-from gfs_opt.instance_check import check_instance
-from gfs_opt.instance_schema import FORMAT, VERSION, InstanceFile, format_errors
+from gfs_opt.instance.check import check_instance
+from gfs_opt.instance.schema import FORMAT, VERSION, InstanceFile, format_errors
 from gfs_opt.model import MILLI, Round
 
 __all__ = [
@@ -77,7 +77,8 @@ def _parse_json(text: str) -> tuple[Any, list[str]]:
 def _header_problems(raw: Any) -> list[str]:
     """Format and version first: for another kind of file, field-by-field errors are noise."""
     if not isinstance(raw, dict):
-        kind = {list: "an array", str: "a string"}.get(type(raw), "a single value")
+        kinds: dict[type, str] = {list: "an array", str: "a string"}
+        kind = kinds.get(type(raw), "a single value")
         return [f"top level must be a JSON object, got {kind}"]
     fmt = raw.get("format")
     if fmt != FORMAT:

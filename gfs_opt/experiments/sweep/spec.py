@@ -25,7 +25,7 @@ import math
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import pandas as pd
 from pydantic import (
@@ -96,8 +96,9 @@ PosFloat = Annotated[Float, Field(gt=0)]
 NonNegFloat = Annotated[Float, Field(ge=0)]
 
 
-def _axis(item: Any) -> Any:
-    return Annotated[list[item], BeforeValidator(_as_list), Field(min_length=1)]
+_T = TypeVar("_T")
+#: a grid axis of items of type T: one value or a non-empty list of them
+AxisOf = Annotated[list[_T], BeforeValidator(_as_list), Field(min_length=1)]
 
 
 class ParamsSpec(BaseModel):
@@ -105,19 +106,19 @@ class ParamsSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rho: _axis(Annotated[Float, Field(gt=0, lt=1)]) | None = None
-    horizon_h: _axis(Annotated[Int, Field(ge=1, le=168)]) | None = None
+    rho: AxisOf[Annotated[Float, Field(gt=0, lt=1)]] | None = None
+    horizon_h: AxisOf[Annotated[Int, Field(ge=1, le=168)]] | None = None
     guarantee_classes: Annotated[list[Annotated[list[PosFloat], Field(min_length=1)]],
                                  BeforeValidator(_as_class_sets), Field(min_length=1)] | None = None
-    quota_refresh_s: _axis(PosFloat) | None = None
-    eta_min: _axis(PosFloat) | None = None
-    eta_max: _axis(PosFloat) | None = None
-    eta_static: _axis(StrictBool) | None = None
-    restart_small_s: _axis(NonNegFloat) | None = None
-    restart_large_s: _axis(NonNegFloat) | None = None
-    hard_guarantee: _axis(StrictBool) | None = None
-    quota_after_window: _axis(StrictBool) | None = None
-    pool_aggregation: _axis(Annotated[str, Field(pattern="^(independent|sum-quantiles)$")]) | None = None
+    quota_refresh_s: AxisOf[PosFloat] | None = None
+    eta_min: AxisOf[PosFloat] | None = None
+    eta_max: AxisOf[PosFloat] | None = None
+    eta_static: AxisOf[StrictBool] | None = None
+    restart_small_s: AxisOf[NonNegFloat] | None = None
+    restart_large_s: AxisOf[NonNegFloat] | None = None
+    hard_guarantee: AxisOf[StrictBool] | None = None
+    quota_after_window: AxisOf[StrictBool] | None = None
+    pool_aggregation: AxisOf[Annotated[str, Field(pattern="^(independent|sum-quantiles)$")]] | None = None
 
     def axes(self) -> dict[str, list[Any]]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -139,16 +140,16 @@ class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] | None = None
-    setup: _axis(StrictStr) | None = None
-    trace: _axis(StrictStr) | None = None
+    setup: AxisOf[StrictStr] | None = None
+    trace: AxisOf[StrictStr] | None = None
     window: Annotated[list[Any], BeforeValidator(_dates_to_text),
                       Field(min_length=2, max_length=2)] | None = None
     replay_from: Annotated[Any, BeforeValidator(_dates_to_text)] = None
     pools: Annotated[list[StrictStr], BeforeValidator(_as_list), Field(min_length=1)] | None = None
-    policies: _axis(StrictStr)
+    policies: AxisOf[StrictStr]
     loads: Axis = Field(default_factory=lambda: ["medium"])
-    seeds: _axis(Annotated[Int, Field(ge=0, lt=2**32)]) = Field(default_factory=lambda: [0])
-    options: dict[StrictStr, _axis(OptionValue)] = Field(default_factory=dict)
+    seeds: AxisOf[Annotated[Int, Field(ge=0, lt=2**32)]] = Field(default_factory=lambda: [0])
+    options: dict[StrictStr, AxisOf[OptionValue]] = Field(default_factory=dict)
     params: ParamsSpec = Field(default_factory=ParamsSpec)
     imports: list[StrictStr] = Field(default_factory=list)
     check_invariants: StrictBool = False
@@ -482,7 +483,7 @@ def expand(spec: SweepSpec, base_dir: Path = Path("."), check_invariants: bool =
                         drain_days=spec.drain_days, price_per_gpu_hour=spec.price_per_gpu_hour,
                         capacity_scale=spec.capacity_scale, time_scale=spec.time_scale)
                     if spec.window is not None:
-                        run = replace(run, window=tuple(spec.window))  # type: ignore[arg-type]
+                        run = replace(run, window=tuple(spec.window))
                     if spec.replay_from is not None:
                         run = replace(run, replay_from=spec.replay_from)
                     if spec.pools is not None:

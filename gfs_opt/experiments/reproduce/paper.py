@@ -113,16 +113,15 @@ def verdict(ours: float | None, number: PaperNumber, tolerance: float = TOLERANC
     ref = number.value
     lo, hi = ref if isinstance(ref, tuple) else (ref, ref)
     if number.better == "equal":       # the claim is "no difference": ours is a spread ≥ 0
-        word = "match" if ours <= EQUAL_SPREAD else "miss"
-        return Verdict(word, f"spread {100 * ours:.1f} %")
+        return Verdict("match" if ours <= EQUAL_SPREAD else "miss", f"spread {100 * ours:.1f} %")
     width = tolerance * max(abs(lo), abs(hi))
     inside = lo - width <= ours <= hi + width
     if number.better == "range":
         return Verdict("match" if inside else "miss", _delta(ours, lo, hi, number.unit))
     better = (ours < lo - width) if number.better == "lower" else (ours > hi + width)
-    word: Literal["match", "exceed", "miss"] = "match" if inside else (
-        "exceed" if better else "miss")
-    return Verdict(word, _delta(ours, lo, hi, number.unit))
+    if inside:
+        return Verdict("match", _delta(ours, lo, hi, number.unit))
+    return Verdict("exceed" if better else "miss", _delta(ours, lo, hi, number.unit))
 
 
 def _delta(ours: float, lo: float, hi: float, unit: str) -> str:
