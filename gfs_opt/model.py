@@ -428,6 +428,10 @@ class Round:
     node_evictions_1d: np.ndarray | None = None
     params: Params = field(default_factory=Params)
     quota_due: bool = False
+    # releases per pool so far, counted by the simulator (all jobs / HP jobs only), so that a
+    # policy can tell that nothing was freed since it last looked (`policies.base.FitMemo`)
+    released: dict[str, int] | None = None
+    hp_released: dict[str, int] | None = None
 
     def pool_status(self, pool: str) -> PoolStatus:
         st = self.pools.get(pool)

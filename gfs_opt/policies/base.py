@@ -8,7 +8,7 @@ never reaches into the simulator. Hooks let it see HP usage history and the dail
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -31,9 +31,9 @@ from gfs_opt.preempt.greedy import (
     place_gang_preemptive,
 )
 from gfs_opt.preempt.scoring import place_gang, pool_can_fit
-from gfs_opt.quota.admission import quota_allows, quota_for
+from gfs_opt.quota.admission import quota_for
 from gfs_opt.quota.spot_quota import SpotQuota
-from gfs_opt.sim.queues import PendingQueue, as_queue
+from gfs_opt.sim.queues import as_queue
 
 WorkerFn = Callable[[ClusterState, Job], WorkerPlacement | None]
 
@@ -53,8 +53,17 @@ class Policy(ABC):
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         """Called once before a simulation (or a standalone solve) starts."""
         self.params = params
+        self._fit_memos: dict[str, FitMemo] = {}
         if self.spot is not None:
             self.spot.reset(state, params, origin)
+
+    def fit_memo(self, name: str, preemptive: bool) -> FitMemo:
+        """The `FitMemo` of one of the policy's passes (fresh after `reset`)."""
+        memos = self.__dict__.setdefault("_fit_memos", {})
+        memo = memos.get(name)
+        if memo is None:
+            memo = memos[name] = FitMemo(preemptive)
+        return memo
 
     @abstractmethod
     def decide(self, rnd: Round) -> Decision: ...
@@ -123,16 +132,6 @@ def live_running(rnd: Round, protected: set[int] | None = None) -> dict[int, Run
     return {j: r for j, r in rnd.running.items() if j not in protected}
 
 
-def _pool_groups(rnd: Round, queue: PendingQueue, pool: str, fifo: bool,
-                 fails: FailSizes) -> list[Iterator[int]]:
-    """Candidates in policy order: one group in FIFO order (sizes that can no longer start are
-    dropped as the pass goes), else one group per request size g (largest first; HP by submit
-    time, LP by (w, submit))."""
-    if fifo:
-        return [queue.fifo_ids(pool, fails.blocks)]
-    return [ids for _g, ids in queue.buckets(pool)]
-
-
 class FailSizes:
     """PTS's ``fail_size`` rule, generalised to gangs.
 
@@ -144,11 +143,14 @@ class FailSizes:
 
     __slots__ = ("front",)
 
-    def __init__(self) -> None:
-        self.front: list[tuple[int, int]] = []
+    def __init__(self, front: list[tuple[int, int]] | None = None) -> None:
+        self.front: list[tuple[int, int]] = list(front) if front else []
 
     def dominated(self, g: int, w: int) -> bool:
-        return any(g >= gf and w >= wf for gf, wf in self.front)
+        for gf, wf in self.front:  # noqa: SIM110 (a plain loop: hot, and any() is slower)
+            if g >= gf and w >= wf:
+                return True
+        return False
 
     def add(self, g: int, w: int) -> None:
         self.front = [(gf, wf) for gf, wf in self.front if not (gf >= g and wf >= w)]
@@ -157,6 +159,56 @@ class FailSizes:
     def blocks(self, g: int) -> bool:
         """Every job with per-worker request ≥ g is dominated (a single worker of ≤ g failed)."""
         return any(gf <= g and wf <= 1 for gf, wf in self.front)
+
+
+class FitMemo:
+    """Gang shapes known not to fit in a pool, carried from one pass to the next.
+
+    Whether a gang fits is a count of worker slots (`worker_slots`; the greedy placements fill
+    one slot per worker, so they succeed exactly when enough exist): without preemption the count
+    grows only when GPUs of the pool are released, and when any running LP job may be evicted,
+    only when HP GPUs are released. A shape that failed therefore keeps failing until the engine
+    reports such a release in the pool (``Round.released`` / ``Round.hp_released``) or a pass of
+    the same round released victims there. A pass uses the memo only to skip the costly tries of
+    shapes it knows will fail; it still refuses them in the same order, so decisions do not
+    change. Built-in placement functions only: a ``worker_fn`` that can fail with free slots
+    left would break the premise.
+    """
+
+    def __init__(self, preemptive: bool) -> None:
+        self.preemptive = preemptive
+        self._known: dict[str, tuple[int, list[tuple[int, int]]]] = {}
+
+    def _count(self, rnd: Round, pool: str) -> int | None:
+        counts = rnd.hp_released if self.preemptive else rnd.released
+        return None if counts is None else counts.get(pool, 0)
+
+    def known(self, rnd: Round, pool: str, decision: Decision) -> FailSizes | None:
+        """Shapes known to fail in ``pool`` now (None: nothing known)."""
+        entry = self._known.get(pool)
+        if entry is None or entry[0] != self._count(rnd, pool):
+            return None
+        if not self.preemptive and _released_in(rnd, pool, decision):
+            return None
+        return FailSizes(entry[1])
+
+    def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:
+        """Remember what this pass saw fail (with what was known before it)."""
+        count = self._count(rnd, pool)
+        if count is None:
+            return
+        merged = FailSizes(known.front if known is not None else None)
+        for g, w in fails.front:
+            if not merged.dominated(g, w):
+                merged.add(g, w)
+        self._known[pool] = (count, merged.front)
+
+
+def _released_in(rnd: Round, pool: str, decision: Decision) -> bool:
+    """Whether this round already freed GPUs of ``pool`` (victims or re-queues)."""
+    jobs = rnd.jobs
+    return any(jobs[j].pool == pool for j in decision.victims) or any(
+        jobs[j].pool == pool for j in decision.requeue)
 
 
 def _holds_line(rnd: Round, jid: int, job: Job, hol_timeout_s: float) -> bool:
@@ -168,46 +220,50 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
             e_score: np.ndarray | None = None, use_history: bool = True,
             worker_fn: WorkerFn | None = None, fifo: bool = False,
             head_of_line: bool = False, evictable: Mapping[int, RunningJob] | None = None,
-            hol_timeout_s: float = float("inf")) -> None:
+            hol_timeout_s: float = float("inf"), memo: FitMemo | None = None) -> None:
     """HP pass on the live state. ``rule=None`` disables preemption.
 
     Order is PTS's (−g, submit) unless ``fifo``; jobs dominated by a gang that already failed in
     this pool are skipped (`FailSizes`); ``head_of_line`` stops a pool at its first failure,
     unless that job has waited longer than ``hol_timeout_s`` (then later jobs may pass it).
+    ``memo`` (see `FitMemo`; ignored with ``evictable``) skips tries known to fail.
     """
     st = rnd.state
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
     running = rnd.running if evictable is None else evictable
+    if evictable is not None:
+        memo = None
     copied = False  # copy-on-write: most passes evict nobody, and running can be large
     for pool in pools_to_run(rnd, queue.pools()):
         fails = FailSizes()
-        gmin = queue.min_g(pool)
+        known = memo.known(rnd, pool, decision) if memo is not None else None
         stop = False
-        for group in _pool_groups(rnd, queue, pool, fifo, fails):
-            for jid in group:
-                job = rnd.jobs[jid]
+        for cursor in queue.cursors(pool, fifo):
+            for jid, (g, w, _d) in cursor:
                 if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
                     continue
-                if fails.dominated(job.g, job.workers):
-                    if fails.blocks(gmin if fifo else job.g):
-                        break  # nothing left in this group (or pool) can start
+                if fails.dominated(g, w):
+                    cursor.drop()  # nothing later of this shape can start either
                     continue
+                job = rnd.jobs[jid]
                 placement = None
                 victims: list[int] = []
-                if pool_can_fit(st, job):
-                    placement = place_gang(st, job, e_score, use_history, worker_fn)
-                if placement is None and rule is not None:
-                    ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(pool),
-                                         st.capacity_gpus(pool), rnd.params.eval_length,
-                                         rnd.params.restart_overhead)
-                    res = place_gang_preemptive(ctx, job, rule, e_score, use_history)
-                    if res is not None:
-                        placement, victims = res
+                if known is None or not known.dominated(g, w):
+                    if pool_can_fit(st, job):
+                        placement = place_gang(st, job, e_score, use_history, worker_fn)
+                    if placement is None and rule is not None:
+                        ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(pool),
+                                             st.capacity_gpus(pool), rnd.params.eval_length,
+                                             rnd.params.restart_overhead)
+                        res = place_gang_preemptive(ctx, job, rule, e_score, use_history)
+                        if res is not None:
+                            placement, victims = res
                 if placement is None:
                     if head_of_line and _holds_line(rnd, jid, job, hol_timeout_s):
                         stop = True
                         break
-                    fails.add(job.g, job.workers)
+                    fails.add(g, w)
+                    cursor.drop()
                     continue
                 if victims and not copied:
                     running, copied = dict(running), True
@@ -218,16 +274,25 @@ def hp_pass(rnd: Round, decision: Decision, *, rule: PreemptRule | None,
                 decision.placements[jid] = placement
             if stop:
                 break
+        if memo is not None:
+            memo.keep(rnd, pool, known, fails)
 
 
 def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float], int] | None,
             e_score: np.ndarray | None = None, use_history: bool = True,
             worker_fn: WorkerFn | None = None, fifo: bool = False,
-            head_of_line: bool = False, hol_timeout_s: float = float("inf")) -> dict[str, int]:
+            head_of_line: bool = False, hol_timeout_s: float = float("inf"),
+            memo: FitMemo | None = None) -> dict[str, int]:
     """LP pass: quota check, then non-preemptive placement of the whole gang or nothing.
 
     A job the quota refuses holds a FIFO line like one that does not fit, and for as long
-    (``hol_timeout_s``). Returns how many starts the quota refused, per pool.
+    (``hol_timeout_s``). Returns how many starts the quota refused, per pool (every job reached
+    in policy order that the quota refused counts once per pass).
+
+    The quota and the running LP GPUs it is checked against only tighten during a pass, so a
+    refused shape stays refused: without ``head_of_line`` the pass stops walking it and counts
+    its later jobs from their positions (`ShapeCursor.defer`), which is what walking them would
+    have counted — they stop counting where the shape becomes dominated by a failure.
     """
     denied: dict[str, int] = {}
     st = rnd.state
@@ -237,36 +302,54 @@ def lp_pass(rnd: Round, decision: Decision, *, quotas: Mapping[tuple[str, float]
         if p is None:
             continue
         fails = FailSizes()
-        gmin = queue.min_g(pool)
+        known = memo.known(rnd, pool, decision) if memo is not None else None
+        pool_quota: dict[float, int | None] = {}
+        n_denied = 0
         stop = False
-        for group in _pool_groups(rnd, queue, pool, fifo, fails):
-            for jid in group:
-                job = rnd.jobs[jid]
+        for cursor in queue.cursors(pool, fifo):
+            for jid, (g, w, d) in cursor:
                 if jid in st.alloc:
                     continue
-                if fails.dominated(job.g, job.workers):
-                    # PTS's LP order has w ascending inside a size: the rest is dominated too
-                    if fifo and not fails.blocks(gmin):
-                        continue
-                    break
-                quota = quota_for(quotas, pool, job.guarantee_h) if quotas is not None else None
-                if not quota_allows(int(st.pool_lp[p]), job, quota):
-                    denied[pool] = denied.get(pool, 0) + 1
-                    if head_of_line and _holds_line(rnd, jid, job, hol_timeout_s):
-                        stop = True
-                        break
+                if fails.dominated(g, w):
+                    cursor.drop()   # the rest of the shape is dominated too
                     continue
-                placement = place_gang(st, job, e_score, use_history, worker_fn)
+                if quotas is not None:
+                    quota = pool_quota.get(d, -1)
+                    if quota == -1:
+                        quota = pool_quota[d] = quota_for(quotas, pool, d)
+                    if quota is not None and int(st.pool_lp[p]) + g * w > quota:
+                        n_denied += 1
+                        job = rnd.jobs[jid]
+                        if head_of_line:
+                            if _holds_line(rnd, jid, job, hol_timeout_s):
+                                stop = True
+                                break
+                        else:
+                            cursor.defer()
+                        continue
+                job = rnd.jobs[jid]
+                placement = None
+                if known is None or not known.dominated(g, w):
+                    placement = place_gang(st, job, e_score, use_history, worker_fn)
                 if placement is None:
                     if head_of_line and _holds_line(rnd, jid, job, hol_timeout_s):
                         stop = True
                         break
-                    fails.add(job.g, job.workers)
+                    fails.add(g, w)
+                    cursor.drop()
+                    gone = [s for s in cursor.deferred() if fails.dominated(s[0], s[1])]
+                    if gone:
+                        n_denied += cursor.settle(gone)
                     continue
                 st.allocate(job, placement)
                 decision.placements[jid] = placement
+            n_denied += cursor.settle(at_end=not stop)
             if stop:
                 break
+        if n_denied:
+            denied[pool] = n_denied
+        if memo is not None:
+            memo.keep(rnd, pool, known, fails)
     return denied
 
 

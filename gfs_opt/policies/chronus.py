@@ -37,7 +37,8 @@ class ChronusPolicy(Policy):
 
     def decide(self, rnd: Round) -> Decision:
         decision = Decision()
-        hp_pass(rnd, decision, rule=None, use_history=False, fifo=True)
+        hp_pass(rnd, decision, rule=None, use_history=False, fifo=True,
+                memo=self.fit_memo("hp", preemptive=False))
         expired = {j: r for j, r in rnd.running.items()
                    if not r.job.is_hp and self.lease_expired(r, rnd.time)}
         if expired:
@@ -45,5 +46,6 @@ class ChronusPolicy(Policy):
             hp_pass(rnd, reclaim, rule=self.rule, use_history=False, fifo=True, evictable=expired)
             decision.placements.update(reclaim.placements)
             decision.requeue.extend(reclaim.victims)
-        self.lp_pass_under_quota(rnd, decision, None, use_history=False, fifo=True)
+        self.lp_pass_under_quota(rnd, decision, None, use_history=False, fifo=True,
+                                 memo=self.fit_memo("lp", preemptive=False))
         return decision

@@ -72,8 +72,10 @@ class FGDPolicy(Policy):
     def decide(self, rnd: Round) -> Decision:
         decision = Decision()
         quotas = self.quotas_for_pass(rnd, decision)
+        # FGD's worker choice fills one slot per worker like the default's, so FitMemo holds
         hp_pass(rnd, decision, rule=self.rule, use_history=False, worker_fn=self.place_worker,
-                fifo=True)
+                fifo=True, memo=self.fit_memo("hp", preemptive=True))
         self.lp_pass_under_quota(rnd, decision, quotas, use_history=False,
-                                 worker_fn=self.place_worker, fifo=True)
+                                 worker_fn=self.place_worker, fifo=True,
+                                 memo=self.fit_memo("lp", preemptive=False))
         return decision

@@ -63,6 +63,8 @@ class GFSPolicy(Policy):
         quotas = self.quotas_for_pass(rnd, decision)
         self.refresh_scores(rnd)
         e = self.e_score if self.use_history else None
-        hp_pass(rnd, decision, rule=self.rule, e_score=e, use_history=self.use_history)
-        self.lp_pass_under_quota(rnd, decision, quotas, e_score=e, use_history=self.use_history)
+        hp_pass(rnd, decision, rule=self.rule, e_score=e, use_history=self.use_history,
+                memo=self.fit_memo("hp", preemptive=True))
+        self.lp_pass_under_quota(rnd, decision, quotas, e_score=e, use_history=self.use_history,
+                                 memo=self.fit_memo("lp", preemptive=False))
         return decision

@@ -110,7 +110,8 @@ class GFSMilpPolicy(GFSPolicy):
         quotas = self.quotas_for_pass(rnd, decision)
         self.refresh_scores(rnd)
         e = self.e_score if self.use_history else None
-        hp_pass(rnd, decision, rule=None, e_score=e, use_history=self.use_history)
+        hp_pass(rnd, decision, rule=None, e_score=e, use_history=self.use_history,
+                memo=self.fit_memo("hp", preemptive=False))
         pools = self.contested_pools(rnd)
         st = rnd.state
         waiting = [j for j in rnd.pending_hp if rnd.jobs[j].pool in pools
@@ -127,5 +128,6 @@ class GFSMilpPolicy(GFSPolicy):
                 st.allocate(rnd.jobs[jid], placement)
                 decision.placements[jid] = placement
             decision.reports.extend(res.decision.reports)
-        self.lp_pass_under_quota(rnd, decision, quotas, e_score=e, use_history=self.use_history)
+        self.lp_pass_under_quota(rnd, decision, quotas, e_score=e, use_history=self.use_history,
+                                 memo=self.fit_memo("lp", preemptive=False))
         return decision

@@ -30,6 +30,8 @@ class LyraPolicy(Policy):
     def decide(self, rnd: Round) -> Decision:
         decision = Decision()
         quotas = self.quotas_for_pass(rnd, decision)
-        hp_pass(rnd, decision, rule=self.rule, use_history=False, fifo=True)
-        self.lp_pass_under_quota(rnd, decision, quotas, use_history=False, fifo=True)
+        hp_pass(rnd, decision, rule=self.rule, use_history=False, fifo=True,
+                memo=self.fit_memo("hp", preemptive=True))
+        self.lp_pass_under_quota(rnd, decision, quotas, use_history=False, fifo=True,
+                                 memo=self.fit_memo("lp", preemptive=False))
         return decision

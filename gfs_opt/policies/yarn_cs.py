@@ -48,7 +48,8 @@ class YarnCSPolicy(Policy):
             self.static_quotas(rnd) if self.quota_mode == "static"
             else self.quotas_for_pass(rnd, decision))
         hp_pass(rnd, decision, rule=self.rule, use_history=False, fifo=True, head_of_line=True,
-                hol_timeout_s=self.hol_timeout_s)
+                hol_timeout_s=self.hol_timeout_s, memo=self.fit_memo("hp", preemptive=True))
         self.lp_pass_under_quota(rnd, decision, quotas, use_history=False, fifo=True,
-                                 head_of_line=True, hol_timeout_s=self.hol_timeout_s)
+                                 head_of_line=True, hol_timeout_s=self.hol_timeout_s,
+                                 memo=self.fit_memo("lp", preemptive=False))
         return decision

@@ -141,9 +141,12 @@ class Simulator:
         self.dirty: set[str] = set(self.state.pools)
         self.recorder = Recorder(self.state, self.params, self.cfg.eval_start, self.cfg.eval_end,
                                  self.cfg.sample_s)
+        self.released = dict.fromkeys(self.state.pools, 0)
+        self.hp_released = dict.fromkeys(self.state.pools, 0)
         self.round = Round(time=0.0, state=self.state, jobs=self.jobs, running=self.running,
                            pending_hp=self.hp_q, pending_lp=self.lp_q,  # type: ignore[arg-type]
-                           pools=self.pool_status, quotas=self.quotas, params=self.params)
+                           pools=self.pool_status, quotas=self.quotas, params=self.params,
+                           released=self.released, hp_released=self.hp_released)
         self.events = 0
         self.passes = 0
         self.finished = 0               # jobs completed (for the job-conservation invariant)
@@ -203,8 +206,10 @@ class Simulator:
         placement = self.state.release(job)
         del self.running[job.id]
         r.held_gpu_s += job.demand / MILLI * (t - r.run_start)
+        self.released[job.pool] += 1
         if job.is_hp:
             self._hp_change(job, -job.demand)
+            self.hp_released[job.pool] += 1
         self.dirty.add(job.pool)
         return placement
 

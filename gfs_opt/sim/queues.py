@@ -1,16 +1,101 @@
-"""Pending queues kept in PTS order, bucketed per (pool, per-worker request g).
+"""Pending queues kept in PTS order, one sorted list per (pool, gang shape).
 
-HP order is (−g, submit, id); LP order is (−g, w, submit, id). Buckets let a pass apply the
-``fail_size`` rule by skipping a whole bucket, so a long queue costs one failed try per size.
+HP order is (−g, submit, id); LP order is (−g, w, submit, id); FIFO policies take (submit, id).
+A shape is (g, w, guarantee class): the ``fail_size`` rule and the quota refuse whole shapes at a
+time, so a pass walks the shapes' lists merged in policy order (`ShapeCursor`) and drops a shape
+at its first refusal — a long queue costs one try per shape, not one per job.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from gfs_opt.model import Job, JobClass
+
+#: (per-worker request g, workers w, guarantee class in hours)
+Shape = tuple[int, int, float]
+Entry = tuple[float, int]            # (submit, id), a shape list's sort key
+
+
+class ShapeCursor:
+    """Jobs of several shapes in one merged order; a dropped shape yields nothing more.
+
+    Built from (prefix, shape, sorted entries): the order key of an entry is prefix + entry
+    (prefix () for submit order, (w,) for LP's (w, submit, id) inside a size). Iterating gives
+    (job id, shape). `drop` stops the shape just returned; `defer` does the same but keeps its
+    remaining jobs countable (`settle`): a pass uses it for a shape the quota refuses, whose jobs
+    would each have been refused in turn.
+    """
+
+    __slots__ = ("_entries", "_heap", "_key", "_last", "_pending", "_pos")
+
+    def __init__(self, entries: list[tuple[tuple, Shape, list[Entry]]]) -> None:
+        self._entries = entries
+        self._pos = [0] * len(entries)
+        self._heap = [(prefix + lst[0], i) for i, (prefix, _s, lst) in enumerate(entries)]
+        heapq.heapify(self._heap)
+        self._last = -1
+        self._key: tuple = ()
+        self._pending: dict[int, int] = {}   # deferred shape → index of its next job
+
+    def __iter__(self) -> Iterator[tuple[int, Shape]]:
+        return self
+
+    def __next__(self) -> tuple[int, Shape]:
+        heap = self._heap
+        i = self._last
+        if i >= 0:
+            prefix, _s, lst = self._entries[i]
+            p = self._pos[i] + 1
+            self._pos[i] = p
+            if p < len(lst):
+                heapq.heappush(heap, (prefix + lst[p], i))
+        if not heap:
+            self._last = -1
+            raise StopIteration
+        key, i = heapq.heappop(heap)
+        self._last = i
+        self._key = key
+        return key[-1], self._entries[i][1]
+
+    def drop(self) -> None:
+        """Yield no more jobs of the shape just returned."""
+        self._last = -1
+
+    def defer(self) -> None:
+        """Like `drop`, but the shape's later jobs stay countable by `settle`."""
+        i = self._last
+        self._pending[i] = self._pos[i] + 1
+        self._last = -1
+
+    def deferred(self) -> list[Shape]:
+        return [self._entries[i][1] for i in self._pending]
+
+    def settle(self, shapes: Iterable[Shape] | None = None, at_end: bool = False) -> int:
+        """Count the deferred jobs the merged order reached: those before the job just returned
+        (or all of them with ``at_end``), for the given deferred shapes (None: all); they are
+        forgotten afterwards."""
+        wanted = None if shapes is None else set(shapes)
+        n = 0
+        for i in list(self._pending):
+            prefix, shape, lst = self._entries[i]
+            if wanted is not None and shape not in wanted:
+                continue
+            start = self._pending.pop(i)
+            if at_end:
+                n += len(lst) - start
+                continue
+            head = self._key[:len(prefix)]
+            if prefix < head:
+                end = len(lst)
+            elif prefix > head:
+                end = start
+            else:
+                end = max(start, bisect_left(lst, self._key[len(prefix):]))
+            n += end - start
+        return n
 
 
 class PendingQueue:
@@ -18,10 +103,9 @@ class PendingQueue:
 
     def __init__(self, cls: JobClass) -> None:
         self.cls = cls
-        self._buckets: dict[str, dict[int, list[tuple]]] = {}
-        # per (pool, g): (submit, id) in submit order, for FIFO policies
-        self._fifo: dict[str, dict[int, list[tuple[float, int]]]] = {}
-        self._members: dict[int, tuple[str, int, tuple]] = {}
+        self._shapes: dict[str, dict[Shape, list[Entry]]] = {}
+        self._sizes: dict[str, dict[int, int]] = {}          # pool → g → jobs waiting
+        self._members: dict[int, tuple[str, Shape, Entry]] = {}
 
     @classmethod
     def from_ids(cls_, jobs: Mapping[int, Job], ids: Iterable[int], cls: JobClass) -> PendingQueue:
@@ -30,66 +114,70 @@ class PendingQueue:
             q.add(jobs[jid])
         return q
 
-    def _key(self, job: Job) -> tuple:
-        if self.cls is JobClass.HP:
-            return (job.submit, job.id)
-        return (job.workers, job.submit, job.id)
-
     def add(self, job: Job) -> None:
         if job.id in self._members:
             return
-        key = self._key(job)
-        insort(self._buckets.setdefault(job.pool, {}).setdefault(job.g, []), key)
-        insort(self._fifo.setdefault(job.pool, {}).setdefault(job.g, []), (job.submit, job.id))
-        self._members[job.id] = (job.pool, job.g, key)
+        shape = (job.g, job.workers, job.guarantee_h)
+        entry = (job.submit, job.id)
+        lst = self._shapes.setdefault(job.pool, {}).setdefault(shape, [])
+        if not lst or lst[-1] < entry:
+            lst.append(entry)
+        else:
+            insort(lst, entry)
+        sizes = self._sizes.setdefault(job.pool, {})
+        sizes[job.g] = sizes.get(job.g, 0) + 1
+        self._members[job.id] = (job.pool, shape, entry)
 
     def remove(self, job_id: int) -> None:
-        pool, g, key = self._members.pop(job_id)
-        bucket = self._buckets[pool][g]
-        del bucket[bisect_left(bucket, key)]
-        if not bucket:
-            del self._buckets[pool][g]
-        fifo = self._fifo[pool][g]
-        submit = key[-2]
-        del fifo[bisect_left(fifo, (submit, job_id))]
-        if not fifo:
-            del self._fifo[pool][g]
+        pool, shape, entry = self._members.pop(job_id)
+        shapes = self._shapes[pool]
+        lst = shapes[shape]
+        del lst[bisect_left(lst, entry)]
+        if not lst:
+            del shapes[shape]
+        sizes = self._sizes[pool]
+        g = shape[0]
+        if sizes[g] == 1:
+            del sizes[g]
+        else:
+            sizes[g] -= 1
 
     def pools(self) -> list[str]:
-        return [p for p, b in self._buckets.items() if b]
+        return [p for p, s in self._shapes.items() if s]
+
+    def shapes(self, pool: str) -> Mapping[Shape, list[Entry]]:
+        """The pool's shapes and their (submit, id) lists (read-only)."""
+        return self._shapes.get(pool, {})
+
+    def cursors(self, pool: str, fifo: bool) -> list[ShapeCursor]:
+        """The pool's jobs in policy order: one cursor in submit order (``fifo``), else one per
+        size g, largest first, each in (submit, id) order for HP and (w, submit, id) for LP.
+        The queue must not change while a cursor is in use (the engine mutates after a pass)."""
+        shapes = self._shapes.get(pool)
+        if not shapes:
+            return []
+        if fifo:
+            return [ShapeCursor([((), s, lst) for s, lst in shapes.items()])]
+        by_g: dict[int, list[tuple[tuple, Shape, list[Entry]]]] = {}
+        lp = self.cls is JobClass.LP
+        for s, lst in shapes.items():
+            by_g.setdefault(s[0], []).append(((s[1],) if lp else (), s, lst))
+        return [ShapeCursor(by_g[g]) for g in sorted(by_g, reverse=True)]
 
     def buckets(self, pool: str) -> list[tuple[int, Iterator[int]]]:
-        """(g, lazy job ids in order) for one pool, largest g first.
+        """(g, lazy job ids in order) for one pool, largest g first."""
+        sizes = sorted(self._sizes.get(pool, {}), reverse=True)
+        return [(g, _ids(c)) for g, c in zip(sizes, self.cursors(pool, fifo=False), strict=True)]
 
-        Lazy so that a pass which stops at a bucket's first failure costs O(1) per bucket;
-        the queue must not change while a pass iterates it (the engine mutates after).
-        """
-        b = self._buckets.get(pool, {})
-        return [(g, (k[-1] for k in b[g])) for g in sorted(b, reverse=True)]
-
-    def fifo_ids(self, pool: str, skip_size: Callable[[int], bool] | None = None
-                 ) -> Iterator[int]:
-        """Job ids of one pool in submit order (lazy; same no-mutation rule as `buckets`).
-
-        ``skip_size(g)`` is asked before each job; once it says True for a size, the rest of that
-        size is dropped, so a backlog of a size that cannot start costs nothing per pass.
-        """
-        sizes = self._fifo.get(pool, {})
-        heads = [(lst[0][0], lst[0][1], g, 0) for g, lst in sizes.items() if lst]
-        heapq.heapify(heads)
-        while heads:
-            _s, jid, g, i = heapq.heappop(heads)
-            if skip_size is not None and skip_size(g):
-                continue
-            yield jid
-            lst = sizes[g]
-            if i + 1 < len(lst):
-                heapq.heappush(heads, (lst[i + 1][0], lst[i + 1][1], g, i + 1))
+    def fifo_ids(self, pool: str) -> Iterator[int]:
+        """Job ids of one pool in submit order (lazy; same no-mutation rule as `cursors`)."""
+        for c in self.cursors(pool, fifo=True):
+            yield from _ids(c)
 
     def min_g(self, pool: str) -> int:
-        """Smallest per-worker request waiting in a pool (a pass can stop once that failed)."""
-        b = self._buckets.get(pool)
-        return min(b) if b else 0
+        """Smallest per-worker request waiting in a pool."""
+        sizes = self._sizes.get(pool)
+        return min(sizes) if sizes else 0
 
     def pool_ids(self, pool: str) -> Iterator[int]:
         for _g, ids in self.buckets(pool):
@@ -102,8 +190,13 @@ class PendingQueue:
         return len(self._members)
 
     def __iter__(self) -> Iterator[int]:
-        for pool in sorted(self._buckets):
+        for pool in sorted(self._shapes):
             yield from self.pool_ids(pool)
+
+
+def _ids(cursor: ShapeCursor) -> Iterator[int]:
+    for jid, _shape in cursor:
+        yield jid
 
 
 def as_queue(pending: Iterable[int], jobs: Mapping[int, Job], cls: JobClass) -> PendingQueue:
