@@ -216,6 +216,26 @@ def test_prophet_is_deterministic() -> None:
                                   runs[1].predict_samples(6, 20)["P|s1"])
 
 
+def test_prophet_shared_fit_is_bit_identical_to_plain_prophet() -> None:
+    """The shared plumbing (prophet_fit.py) changes what Python does around Stan, not the fit:
+    same parameters, same forecasts, over two refits (warm start) and a hold-out day."""
+    hist, _ = frame(24 * 10, n_series=3, weekly=4.0)
+    day1 = hist[hist["ds"] < T0 + pd.Timedelta(days=9)]
+    models = [ProphetForecaster(shared_fit=shared, calibration_days=1) for shared in (False, True)]
+    preds = []
+    for m in models:
+        m.fit(day1)
+        first = m.predict(6)
+        preds.append((first, m.fit(hist).predict(6)))
+    plain, shared = models
+    assert shared._shared.features and not plain._shared.features   # the shared path ran
+    for key in plain.states_:
+        for name, value in plain.states_[key].model.params.items():
+            np.testing.assert_array_equal(shared.states_[key].model.params[name], value)
+    for a, b in zip(*preds, strict=True):
+        pd.testing.assert_frame_equal(a, b)
+
+
 def test_lead_spreads_measure_rms_and_empirical_quantiles() -> None:
     rng = np.random.default_rng(0)
     big = np.column_stack([rng.normal(0, 1, 4000), rng.exponential(2.0, 4000)])

@@ -22,6 +22,10 @@ Design (measured in BENCHMARKS.md, "Demand forecasting"):
 - **Refit interval.** ``refit_days = k`` refits Prophet only when its last fit of the series is
   at least k days old; in between, ``fit`` keeps the model and only conditions it on the new
   hours (a cost option; default 1 = daily).
+- **Shared plumbing.** ``shared_fit`` (default) fits through `prophet_fit.fast_prophet`: one Stan
+  backend, one holiday validation and one feature matrix per refit window for all series, the
+  data file written by the C JSON encoder; the fitted parameters are bit-identical to plain
+  ``Prophet.fit`` (``shared_fit=False``), at about a third of the CPU time.
 - **Short series.** Fewer than ``min_fit_hours`` hours (or a constant series) → `SeasonalETS`,
   so a brand-new tenant never breaks a refit; so does a series whose Stan fit fails (recorded in
   ``failures_``) and a series first seen in ``update`` (until the next fit).
@@ -51,6 +55,7 @@ from gfs_opt.forecast.base import (
     lead_grid,
 )
 from gfs_opt.forecast.ets import SeasonalETS
+from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet
 
 EXTEND_H = 48        # hours of Prophet's mean evaluated past the fitted window at each fit
 PHIS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
@@ -120,7 +125,7 @@ class ProphetForecaster(BaseForecaster):
                  score_leads: int = 4, calibration: str = "empirical", calibration_days: int = 0,
                  calibration_window_h: int = 14 * 24, uncertainty_samples: int = 200,
                  refit_days: int = 1, warm_start: bool = True, min_fit_hours: int = 48,
-                 quantiles: Sequence[float] = (0.9,), seed: int = 0) -> None:
+                 shared_fit: bool = True, quantiles: Sequence[float] = (0.9,), seed: int = 0) -> None:
         super().__init__(quantiles, seed)
         if calibration not in ("empirical", "none"):
             raise GfsError(f"calibration must be 'empirical' or 'none', got {calibration!r}")
@@ -145,11 +150,13 @@ class ProphetForecaster(BaseForecaster):
         self.refit_days = refit_days
         self.warm_start = warm_start
         self.min_fit_hours = min_fit_hours
+        self.shared_fit = shared_fit
         # memory kept across refits (warm start; series whose last fit failed → fallback)
         self.warm_params_: dict[str, dict[str, Any]] = {}
         self.failures_: dict[str, str] = {}
         self._fallback = SeasonalETS(quantiles=self.quantiles, seed=seed)
         self._features: dict[tuple[int, int, tuple[str, ...]], tuple[np.ndarray, ...]] = {}
+        self._shared = SharedFit()
 
     @property
     def history_hours(self) -> int | None:
@@ -160,11 +167,11 @@ class ProphetForecaster(BaseForecaster):
 
     # ---- fitting -------------------------------------------------------------------------------
     def _new_model(self) -> Any:
-        prophet_cls = import_prophet()
-        m = prophet_cls(daily_seasonality=self.daily, weekly_seasonality=self.weekly,
-                        yearly_seasonality=False, uncertainty_samples=self.uncertainty_samples,
-                        changepoint_prior_scale=self.changepoint_prior_scale,
-                        seasonality_prior_scale=self.seasonality_prior_scale)
+        kwargs = {"daily_seasonality": self.daily, "weekly_seasonality": self.weekly,
+                  "yearly_seasonality": False, "uncertainty_samples": self.uncertainty_samples,
+                  "changepoint_prior_scale": self.changepoint_prior_scale,
+                  "seasonality_prior_scale": self.seasonality_prior_scale}
+        m = fast_prophet(self._shared, **kwargs) if self.shared_fit else import_prophet()(**kwargs)
         if self.holidays:
             m.add_country_holidays(self.holidays)
         return m
@@ -195,6 +202,7 @@ class ProphetForecaster(BaseForecaster):
 
     def _before_fit(self, series: dict[str, SeriesData]) -> None:
         self._features = {}
+        self._shared.clear()
 
     def _cold_start(self, data: SeriesData) -> _ProphetState:
         return _ProphetState(None, data.end_hour, fallback=self._fallback._fit_series(data))

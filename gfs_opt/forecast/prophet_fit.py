@@ -1,0 +1,180 @@
+"""Prophet fits without Prophet's per-fit plumbing: the same Stan inputs, the same MAP, less Python.
+
+A profile of one fit (672 hourly points, 30 features; BENCHMARKS.md, "Simulator") put about 80 %
+of its CPU time in Python around Stan, not in Stan: the Chinese holiday calendar rebuilt for each
+new model (``add_country_holidays``), a fresh cmdstanpy model object per Prophet, the seasonal and
+holiday feature matrix rebuilt per series, and the data file written by stanio's pure-Python JSON
+encoder (without ujson it encodes chunk by chunk). A daily refit fits every tenant series on the
+same hours, so all of that is shared here:
+
+- `SharedFit` holds one Stan backend, the countries whose holiday names were validated once, and
+  the feature matrices (with the JSON text of ``X``) of the current refit, keyed by the dates;
+- `fast_prophet` returns a Prophet subclass that uses them. Stan reads the same numbers (JSON of
+  the same Python floats), so the fitted parameters are bit-identical to ``Prophet.fit``'s
+  (tests/test_prophet_fit.py compares them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+_MAX_FEATURES = 16    # feature matrices kept per refit (one per distinct window; usually one)
+
+
+class SharedFit:
+    """What the Prophet models of one forecaster share (see module doc)."""
+
+    def __init__(self) -> None:
+        self._backend: Any = None
+        self.countries: set[str] = set()
+        self.features: dict[tuple, tuple] = {}
+        self.x_json: dict[bytes, str] = {}
+
+    def backend(self) -> Any:
+        if self._backend is None:
+            self._backend = _backend_class()(self)
+        return self._backend
+
+    def clear(self) -> None:
+        """Forget the feature matrices (a new refit uses new hours)."""
+        self.features.clear()
+        self.x_json.clear()
+
+
+@contextlib.contextmanager
+def _json_file(text: str) -> Iterator[str]:
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="gfs-prophet-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+@cache
+def _backend_class() -> type:
+    from gfs_opt.forecast.prophet_model import import_prophet
+
+    import_prophet()
+    from prophet.models import CmdStanPyBackend
+
+    class SharedBackend(CmdStanPyBackend):  # type: ignore[misc, valid-type]
+        """`CmdStanPyBackend.fit` writing its files with the C JSON encoder and a cached ``X``."""
+
+        def __init__(self, shared: SharedFit) -> None:
+            super().__init__()
+            self._shared = shared
+
+        def _data_json(self, data: dict[str, Any]) -> str:
+            x = np.ascontiguousarray(data["X"].to_numpy(dtype=float))
+            key = hashlib.blake2b(x.tobytes(), digest_size=16).digest() + bytes(str(x.shape), "ascii")
+            x_text = self._shared.x_json.get(key)
+            if x_text is None:
+                x_text = self._shared.x_json[key] = json.dumps(x.tolist())
+            rest = {k: v for k, v in data.items() if k != "X"}
+            # the same members and values as prepare_data + stanio; order does not matter to Stan
+            rest_json = json.dumps({k: (v.tolist() if isinstance(v, np.ndarray | pd.Series)
+                                        else v) for k, v in rest.items()})
+            return '{"X": ' + x_text + ", " + rest_json[1:]
+
+        def fit(self, stan_init: dict[str, Any], stan_data: dict[str, Any],
+                **kwargs: Any) -> dict[str, np.ndarray]:
+            if "inits" not in kwargs and "init" in kwargs:
+                stan_init = self.sanitize_custom_inits(stan_init, kwargs.pop("init"))
+            inits = {"k": stan_init["k"], "m": stan_init["m"],
+                     "delta": np.asarray(stan_init["delta"]).tolist(),
+                     "beta": np.asarray(stan_init["beta"]).tolist(),
+                     "sigma_obs": stan_init["sigma_obs"]}
+            data = {"T": stan_data["T"], "S": stan_data["S"], "K": stan_data["K"],
+                    "tau": stan_data["tau"], "trend_indicator": stan_data["trend_indicator"],
+                    "y": stan_data["y"], "t": stan_data["t"], "cap": stan_data["cap"],
+                    "t_change": stan_data["t_change"], "s_a": stan_data["s_a"],
+                    "s_m": stan_data["s_m"], "X": stan_data["X"], "sigmas": stan_data["sigmas"]}
+            algorithm = "Newton" if float(stan_data["T"]) < 100 else "LBFGS"
+            with _json_file(self._data_json(data)) as dpath, \
+                    _json_file(json.dumps(inits)) as ipath:
+                args: dict[str, Any] = {"data": dpath, "inits": ipath, "algorithm": algorithm,
+                                        "iter": int(1e4)}
+                args.update(kwargs)
+                try:
+                    self.stan_fit = self.model.optimize(**args)
+                except RuntimeError:   # Prophet's own fallback, kept
+                    if not self.newton_fallback or args["algorithm"] == "Newton":
+                        raise
+                    args["algorithm"] = "Newton"
+                    self.stan_fit = self.model.optimize(**args)
+            params = self.stan_to_dict_numpy(self.stan_fit.column_names,
+                                             self.stan_fit.optimized_params_np)
+            for par in params:
+                params[par] = params[par].reshape((1, -1))
+            return params
+
+    return SharedBackend
+
+
+@cache
+def _prophet_class() -> type:
+    from gfs_opt.forecast.prophet_model import import_prophet
+
+    prophet_cls = import_prophet()
+
+    class SharedProphet(prophet_cls):  # type: ignore[misc, valid-type]
+        """Prophet whose backend, holiday validation and feature matrices are shared."""
+
+        def __init__(self, shared: SharedFit, **kwargs: Any) -> None:
+            self._shared = shared
+            super().__init__(**kwargs)
+
+        def _load_stan_backend(self, stan_backend: str | None) -> None:
+            self.stan_backend = self._shared.backend()
+
+        def add_country_holidays(self, country_name: str) -> Any:
+            # validation looks only at the model's configuration, the same for every model
+            if (country_name in self._shared.countries and self.history is None
+                    and self.country_holidays is None):
+                self.country_holidays = country_name
+                return self
+            out = super().add_country_holidays(country_name)
+            self._shared.countries.add(country_name)
+            return out
+
+        def make_all_seasonality_features(self, df: pd.DataFrame) -> Any:
+            if self.extra_regressors or any(p["condition_name"] is not None
+                                            for p in self.seasonalities.values()):
+                return super().make_all_seasonality_features(df)
+            ds = np.ascontiguousarray(df["ds"].to_numpy(dtype="datetime64[ns]"))
+            names = self.train_holiday_names
+            key = (hashlib.blake2b(ds.tobytes(), digest_size=16).digest(), len(ds),
+                   repr(sorted((k, sorted(v.items())) for k, v in self.seasonalities.items())),
+                   self.country_holidays, self.holidays_mode,
+                   None if self.holidays is None else id(self.holidays),
+                   None if names is None else tuple(names))
+            cached = self._shared.features.get(key)
+            if cached is None:
+                out = super().make_all_seasonality_features(df)
+                if len(self._shared.features) >= _MAX_FEATURES:
+                    self._shared.features.clear()
+                self._shared.features[key] = cached = (out, self.train_holiday_names)
+            (features, priors, cols, modes), train_names = cached
+            if self.train_holiday_names is None and train_names is not None:
+                self.train_holiday_names = train_names.copy()
+            return features, list(priors), cols, {k: list(v) for k, v in modes.items()}
+
+    return SharedProphet
+
+
+def fast_prophet(shared: SharedFit, **kwargs: Any) -> Any:
+    """A new (unfitted) Prophet using ``shared`` (see module doc); kwargs go to Prophet."""
+    return _prophet_class()(shared, **kwargs)
