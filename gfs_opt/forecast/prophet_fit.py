@@ -70,7 +70,7 @@ def _backend_class() -> type:
     import_prophet()
     from prophet.models import CmdStanPyBackend
 
-    class SharedBackend(CmdStanPyBackend):  # type: ignore[misc, valid-type]
+    class SharedBackend(CmdStanPyBackend):
         """`CmdStanPyBackend.fit` writing its files with the C JSON encoder and a cached ``X``."""
 
         def __init__(self, shared: SharedFit) -> None:
@@ -90,7 +90,7 @@ def _backend_class() -> type:
             return '{"X": ' + x_text + ", " + rest_json[1:]
 
         def fit(self, stan_init: dict[str, Any], stan_data: dict[str, Any],
-                **kwargs: Any) -> dict[str, np.ndarray]:
+                **kwargs: Any) -> Any:
             if "inits" not in kwargs and "init" in kwargs:
                 stan_init = self.sanitize_custom_inits(stan_init, kwargs.pop("init"))
             inits = {"k": stan_init["k"], "m": stan_init["m"],
@@ -128,10 +128,13 @@ def _backend_class() -> type:
 def _prophet_class() -> type:
     from gfs_opt.forecast.prophet_model import import_prophet
 
-    prophet_cls = import_prophet()
+    prophet_cls: Any = import_prophet()
 
-    class SharedProphet(prophet_cls):  # type: ignore[misc, valid-type]
+    class SharedProphet(prophet_cls):
         """Prophet whose backend, holiday validation and feature matrices are shared."""
+
+        country_holidays: Any
+        train_holiday_names: Any
 
         def __init__(self, shared: SharedFit, **kwargs: Any) -> None:
             self._shared = shared
