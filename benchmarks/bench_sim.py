@@ -1,91 +1,169 @@
-"""Simulator benchmarks (issue 3 targets). Prints wall time, events/s, peak RSS and ratios.
+"""Simulator benchmarks (issues 3 and 13): CPU time, wall time, events/s, peak RSS, ratios.
 
-    python benchmarks/bench_sim.py --only toy          # ref-toy through yarn-cs and gfs
-    python benchmarks/bench_sim.py --only a100         # paper-a100 medium load, 5 policies
-    python benchmarks/bench_sim.py --only full         # full-scale synthetic trace, gfs
+    python benchmarks/bench_sim.py --only toy            # ref-toy: yarn-cs, gfs
+    python benchmarks/bench_sim.py --only a100           # paper-a100 medium load, 5 policies
+    python benchmarks/bench_sim.py --only small,a100 --policies all    # every policy
+    python benchmarks/bench_sim.py --only full           # full-scale synthetic trace
+    python benchmarks/bench_sim.py --only scale          # full trace ×¼, ×½, ×1 (replay length)
+    python benchmarks/bench_sim.py --only chronus        # Chronus trace with a long HP backlog
+    python benchmarks/bench_sim.py --only a100 --before /tmp/gfs-main   # + old code, same run
 
-Each suite runs in a fresh process so that peak RSS belongs to that suite. Ratios are against a
-baseline measured in the same run (yarn-cs), and, for the toy trace, against the authors' public
-simulator's published wall time on this kind of machine (≈ 1,000 s; GFS-SPEC data README).
+Each case runs in a fresh process, so peak RSS and CPU time (``resource.getrusage``, self +
+children: Prophet's Stan fits run as child processes) belong to that case; CPU covers loading
+the trace and simulating. Ratios are CPU time against yarn-cs measured on the same setup in the
+same run (the machine is shared: CPU time is the number to compare; wall time is shown too),
+and, for the toy trace, the authors' simulator's published wall time (≈ 1,000 s; GFS-SPEC data
+README) against ours. ``--before DIR`` runs every case a second time on the code in DIR (e.g.
+``git archive main | tar -x -C DIR``) and adds the CPU ratio new/old.
+
+Setups: ``toy`` = ref-toy 2024-03-11..12; ``small``, ``a100`` (paper-a100) and ``full`` are the
+named setups at medium load; ``scale`` replays the last ¼, ½ and all of the full trace's March–
+August (August scored); ``chronus`` = the Chronus Philly trace ($GFS_DATA_DIR/chronus-philly-slo)
+on a quarter of its nodes, so HP jobs queue for days (the "long HP backlog" case).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 AUTHORS_TOY_S = {"gfs": 1034.0, "yarn-cs": 981.0}
+A100 = ("yarn-cs", "gfs", "chronus", "lyra", "fgd")
+#: replay start per fraction of the full trace (March 1 .. August 31; August is scored)
+SCALE_FROM = {0.25: "2024-07-16", 0.5: "2024-06-01", 1.0: None}
+CHRONUS_FILE = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+
+
+def cpu_s() -> float:
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def one(setup: str, policy: str, forecaster: str | None, load: float) -> dict:
-    from gfs_opt.experiments.runner import RunSpec, prepare_trace, run
+def spec_for(case: str, policy: str, forecaster: str | None) -> Any:
+    from gfs_opt.experiments.runner import RunSpec
 
-    kw = {"policy": policy, "lp_load": load}
+    kw: dict[str, Any] = {"policy": policy}
     if forecaster and policy.startswith("gfs"):
         kw["policy_options"] = {"forecaster": forecaster}
-    if setup == "toy":
-        spec = RunSpec(trace="ref-toy", window=("2024-03-11", "2024-03-13"), **kw)
-    else:
-        spec = RunSpec.from_setup(setup, **kw)
-    t0 = time.perf_counter()
+    if case == "toy":
+        return RunSpec(trace="ref-toy", window=("2024-03-11", "2024-03-13"), **kw)
+    if case.startswith("full@"):
+        frac = float(case.split("@")[1])
+        return RunSpec.from_setup("full", replay_from=SCALE_FROM[frac], **kw)
+    if case == "chronus":
+        data = Path(os.environ.get("GFS_DATA_DIR", "/work/shared/data"))
+        return RunSpec(trace=str(data / CHRONUS_FILE), capacity_scale=0.25, **kw)
+    return RunSpec.from_setup("paper-a100" if case == "a100" else case, **kw)
+
+
+def one(case: str, policy: str, forecaster: str | None) -> dict[str, Any]:
+    from gfs_opt.experiments.runner import prepare_trace, run
+
+    c0, w0 = cpu_s(), time.perf_counter()
+    spec = spec_for(case, policy, forecaster)
     prepared = prepare_trace(spec)
-    t_load = time.perf_counter() - t0
+    t_load = time.perf_counter() - w0
     out = run(spec, trace=prepared)
     s = out.summary
-    return {"setup": setup, "policy": policy, "forecaster": forecaster, "load_s": t_load,
-            "sim_s": out.wall_s, "events": out.events, "events_per_s": s["events_per_s"],
+    return {"case": case, "policy": policy, "forecaster": forecaster, "load_s": t_load,
+            "sim_s": out.wall_s, "wall_s": time.perf_counter() - w0, "cpu_s": cpu_s() - c0,
+            "events": out.events, "events_per_s": s["events_per_s"],
             "jobs": len(prepared[0].jobs), "rss_mb": rss_mb(),
             "lp_eviction_rate": s["lp_eviction_rate"], "lp_jqt_mean": s["lp_jqt_mean"],
             "hp_jqt_mean": s["hp_jqt_mean"], "allocation_rate": s["allocation_rate"]}
 
 
-def child(args: list[str]) -> dict:
+def child(args: list[str], code: str | None = None) -> dict[str, Any]:
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = code
     cmd = [sys.executable, __file__, "--child", *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if res.returncode != 0:
-        raise SystemExit(f"benchmark child failed: {' '.join(args)}\n{res.stderr[-2000:]}")
+        raise SystemExit(f"benchmark child failed: {' '.join(args)} (code {code})\n"
+                         f"{res.stderr[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def plan(suites: list[str], policies: str | None) -> list[tuple[str, str]]:
+    from gfs_opt.policies import POLICIES
+
+    def pick(default: tuple[str, ...]) -> tuple[str, ...]:
+        if policies is None:
+            return default
+        chosen = tuple(POLICIES) if policies == "all" else tuple(policies.split(","))
+        return ("yarn-cs", *[p for p in chosen if p != "yarn-cs"])
+
+    out: list[tuple[str, str]] = []
+    for suite in suites:
+        if suite == "scale":
+            out += [(f"full@{f:g}", p) for f in SCALE_FROM for p in pick(("yarn-cs", "gfs"))]
+        elif suite in ("a100", "small"):
+            out += [(suite, p) for p in pick(A100 if suite == "a100" else ("yarn-cs", "gfs"))]
+        elif suite in ("toy", "full", "chronus"):
+            out += [(suite, p) for p in pick(("yarn-cs", "gfs"))]
+        else:
+            raise SystemExit(f"unknown suite {suite!r}: toy, small, a100, full, scale, chronus")
+    return out
+
+
+def table(rows: list[dict[str, Any]], title: str) -> None:
+    base = {r["case"]: r["cpu_s"] for r in rows if r["policy"] == "yarn-cs"}
+    print(title)
+    print(f"{'case':<10}{'policy':<18}{'jobs':>9}{'events':>11}{'CPU s':>9}{'wall s':>9}"
+          f"{'events/s':>10}{'RSS MB':>8}{'CPU/yarn':>9}{'old CPU':>9}{'new/old':>8}"
+          f"{'vs authors':>11}")
+    for r in rows:
+        ratio = r["cpu_s"] / base[r["case"]] if r["case"] in base else float("nan")
+        old = r.get("old")
+        old_s = f"{old['cpu_s']:>9.1f}{r['cpu_s'] / old['cpu_s']:>7.2f}x" if old else " " * 17
+        auth = (f"{AUTHORS_TOY_S[r['policy']] / r['wall_s']:>10.0f}x"
+                if r["case"] == "toy" and r["policy"] in AUTHORS_TOY_S else "")
+        print(f"{r['case']:<10}{r['policy']:<18}{r['jobs']:>9,}{r['events']:>11,}{r['cpu_s']:>9.1f}"
+              f"{r['wall_s']:>9.1f}{r['events'] / max(r['sim_s'], 1e-9):>10,.0f}{r['rss_mb']:>8.0f}"
+              f"{ratio:>8.2f}x{old_s}{auth}")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="toy,a100", help="toy, a100, full (comma-separated)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="toy,a100",
+                    help="toy, small, a100, full, scale, chronus (comma-separated)")
+    ap.add_argument("--policies", default=None,
+                    help="comma-separated policies, or 'all' (yarn-cs always runs first)")
     ap.add_argument("--forecaster", default=None, help="GFS forecaster (default: the policy's)")
-    ap.add_argument("--child", nargs=4, metavar=("SETUP", "POLICY", "FORECASTER", "LOAD"))
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="also run every case on the code in DIR (PYTHONPATH) in the same run")
+    ap.add_argument("--json", type=Path, default=None, help="write the rows as JSON")
+    ap.add_argument("--child", nargs=3, metavar=("CASE", "POLICY", "FORECASTER"))
     a = ap.parse_args()
     if a.child:
-        setup, policy, fc, load = a.child
-        print(json.dumps(one(setup, policy, None if fc == "-" else fc, float(load))))
+        case, policy, fc = a.child
+        print(json.dumps(one(case, policy, None if fc == "-" else fc)))
         return
     fc = a.forecaster or "-"
     rows = []
-    suites = a.only.split(",")
-    if "toy" in suites:
-        for pol in ("yarn-cs", "gfs"):
-            rows.append(child(["toy", pol, fc, "1"]))
-    if "a100" in suites:
-        for pol in ("yarn-cs", "gfs", "chronus", "lyra", "fgd"):
-            rows.append(child(["paper-a100", pol, fc, "1"]))
-    if "full" in suites:
-        for pol in ("yarn-cs", "gfs"):
-            rows.append(child(["full", pol, fc, "1"]))
-    base = {(r["setup"]): r["sim_s"] for r in rows if r["policy"] == "yarn-cs"}
-    print(f"{'setup':<11}{'policy':<9}{'jobs':>9}{'load s':>8}{'sim s':>9}{'events/s':>11}"
-          f"{'RSS MB':>9}{'vs yarn-cs':>11}{'vs authors':>11}")
-    for r in rows:
-        ratio = r["sim_s"] / base[r["setup"]] if r["setup"] in base else float("nan")
-        auth = (f"{AUTHORS_TOY_S[r['policy']] / (r['sim_s'] + r['load_s']):>10.0f}x"
-                if r["setup"] == "toy" else f"{'':>11}")
-        print(f"{r['setup']:<11}{r['policy']:<9}{r['jobs']:>9,}{r['load_s']:>8.1f}{r['sim_s']:>9.1f}"
-              f"{r['events_per_s']:>11,.0f}{r['rss_mb']:>9.0f}{ratio:>10.2f}x{auth}")
+    for case, policy in plan(a.only.split(","), a.policies):
+        row = child([case, policy, fc])
+        if a.before:
+            row["old"] = child([case, policy, fc], code=a.before)
+        rows.append(row)
+        print(f"  {case} {policy}: {row['cpu_s']:.1f} s CPU, {row['wall_s']:.1f} s wall"
+              + (f" (old {row['old']['cpu_s']:.1f} s CPU)" if a.before else ""), flush=True)
+    table(rows, f"forecaster: {a.forecaster or 'policy default'}; CPU = getrusage self+children")
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
     print(json.dumps(rows))
 
 
