@@ -19,7 +19,8 @@ README) against ours. ``--before DIR`` runs every case a second time on the code
 Setups: ``toy`` = ref-toy 2024-03-11..12; ``small``, ``a100`` (paper-a100) and ``full`` are the
 named setups at medium load; ``scale`` replays the last ¼, ½ and all of the full trace's March–
 August (August scored); ``chronus`` = the Chronus Philly trace ($GFS_DATA_DIR/chronus-philly-slo)
-on a quarter of its nodes, so HP jobs queue for days (the "long HP backlog" case).
+stretched ×24 in time at LP load 4 (issue 13's slow case) on half of its nodes, so that HP jobs
+queue too (the "long HP backlog" case).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def spec_for(case: str, policy: str, forecaster: str | None) -> Any:
         return RunSpec.from_setup("full", replay_from=SCALE_FROM[frac], **kw)
     if case == "chronus":
         data = Path(os.environ.get("GFS_DATA_DIR", "/work/shared/data"))
-        return RunSpec(trace=str(data / CHRONUS_FILE), capacity_scale=0.25, **kw)
+        return RunSpec(trace=str(data / CHRONUS_FILE), time_scale=24.0, lp_load=4.0,
+                       capacity_scale=0.5, **kw)
     return RunSpec.from_setup("paper-a100" if case == "a100" else case, **kw)
 
 

@@ -45,20 +45,20 @@ def quota_wait(rnd: Round, pool: str, quotas: Mapping[tuple[str, float], int]) -
         return None
     lp_running = int(rnd.state.pool_lp[rnd.state.pool_index[pool]])
     queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
-    fits: dict[tuple[int, int], bool] = {}   # feasibility depends on the gang's shape only
     oldest: float | None = None
-    for jid in queue.pool_ids(pool):
-        job = rnd.jobs[jid]
-        since = rnd.queued_since.get(jid, job.submit)
-        if oldest is not None and since >= oldest:
+    # the quota and fitting are properties of a gang's shape, so each shape is asked once; its
+    # jobs come in submit order and a job waits at most since its submission, so the walk of a
+    # shape stops at the first submission no older than the oldest wait found so far
+    for (_g, _w, d), entries in queue.shapes(pool).items():
+        first = rnd.jobs[entries[0][1]]
+        if quota_allows(lp_running, first, quota_for(quotas, pool, d)) or not fits_now(rnd, first):
             continue
-        if quota_allows(lp_running, job, quota_for(quotas, pool, job.guarantee_h)):
-            continue
-        shape = (job.g, job.workers)
-        if shape not in fits:
-            fits[shape] = fits_now(rnd, job)
-        if fits[shape]:
-            oldest = since
+        for submit, jid in entries:
+            if oldest is not None and submit >= oldest:
+                break
+            since = rnd.queued_since.get(jid, submit)
+            if oldest is None or since < oldest:
+                oldest = since
     return None if oldest is None else max(0.0, rnd.time - oldest)
 
 
