@@ -153,6 +153,21 @@ def test_quota_wait_counts_only_jobs_the_quota_alone_holds_back() -> None:
     assert quota_wait(rnd, "A100", quotas) == pytest.approx(1000.0)
 
 
+def test_quota_wait_is_the_oldest_wait_across_shapes_and_requeues() -> None:
+    """One check per shape, then a walk in submit order that may stop early: the answer must be
+    the brute-force minimum over every held-back job, requeued ones (waiting since later than
+    their submit) included."""
+    quotas = {("A100", 1.0): 2000}
+    jobs = [lp_job(1, 4000, submit=100.0), lp_job(2, 4000, submit=200.0),
+            lp_job(3, 3000, submit=50.0), lp_job(4, 4000, submit=300.0)]
+    queued = {1: 7000.0, 2: 6500.0, 3: 6000.0, 4: 300.0}     # 1–3 requeued, 4 never ran
+    rnd = pending_round(jobs, queued=queued)
+    assert quota_wait(rnd, "A100", quotas) == pytest.approx(10_000.0 - 300.0)
+    queued[4] = 8000.0
+    rnd = pending_round(jobs, queued=queued)
+    assert quota_wait(rnd, "A100", quotas) == pytest.approx(10_000.0 - 6000.0)
+
+
 def test_fifo_head_refused_by_the_quota_blocks_only_until_its_timeout() -> None:
     """The bug: a head of line refused by the quota blocked the FIFO forever (one 800-GPU gang
     held YARN-CS+quota's LP queue for 19 days); it must hold the line no longer than a head

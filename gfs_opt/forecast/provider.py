@@ -154,5 +154,9 @@ class ForecastProvider:
 
     def has_history(self, pool: str) -> bool:
         """Whether any tenant of the pool has used HP GPUs so far."""
-        return any(v > 0 and pool_of(name, self.series_pool) == pool
-                   for name, v in self.series.peaks().items())
+        return pool in self.pools_with_history()
+
+    def pools_with_history(self) -> set[str]:
+        """Pools where any tenant has used HP GPUs so far (asked per pool at every refresh)."""
+        return {pool_of(name, self.series_pool) for name, v in self.series.peaks().items()
+                if v > 0}
