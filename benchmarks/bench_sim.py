@@ -99,7 +99,8 @@ def child(args: list[str], code: str | None = None) -> dict[str, Any]:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def plan(suites: list[str], policies: str | None) -> list[tuple[str, str]]:
+def plan(suites: list[str], policies: str | None,
+         fractions: tuple[float, ...] = tuple(SCALE_FROM)) -> list[tuple[str, str]]:
     from gfs_opt.policies import POLICIES
 
     def pick(default: tuple[str, ...]) -> tuple[str, ...]:
@@ -111,7 +112,7 @@ def plan(suites: list[str], policies: str | None) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for suite in suites:
         if suite == "scale":
-            out += [(f"full@{f:g}", p) for f in SCALE_FROM for p in pick(("yarn-cs", "gfs"))]
+            out += [(f"full@{f:g}", p) for f in fractions for p in pick(("yarn-cs", "gfs"))]
         elif suite in ("a100", "small"):
             out += [(suite, p) for p in pick(A100 if suite == "a100" else ("yarn-cs", "gfs"))]
         elif suite in ("toy", "full", "chronus"):
@@ -145,6 +146,8 @@ def main() -> None:
     ap.add_argument("--policies", default=None,
                     help="comma-separated policies, or 'all' (yarn-cs always runs first)")
     ap.add_argument("--forecaster", default=None, help="GFS forecaster (default: the policy's)")
+    ap.add_argument("--fractions", default="0.25,0.5,1",
+                    help="fractions of the full trace for --only scale (of 0.25, 0.5, 1)")
     ap.add_argument("--before", default=None, metavar="DIR",
                     help="also run every case on the code in DIR (PYTHONPATH) in the same run")
     ap.add_argument("--json", type=Path, default=None, help="write the rows as JSON")
@@ -156,7 +159,10 @@ def main() -> None:
         return
     fc = a.forecaster or "-"
     rows = []
-    for case, policy in plan(a.only.split(","), a.policies):
+    fractions = tuple(float(f) for f in a.fractions.split(","))
+    if any(f not in SCALE_FROM for f in fractions):
+        raise SystemExit(f"--fractions: choose from {', '.join(f'{f:g}' for f in SCALE_FROM)}")
+    for case, policy in plan(a.only.split(","), a.policies, fractions):
         row = child([case, policy, fc])
         if a.before:
             row["old"] = child([case, policy, fc], code=a.before)
