@@ -22,7 +22,8 @@ from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 
 # the last test counts the rounds of all the others: one xdist worker runs the whole module
-pytestmark = pytest.mark.xdist_group("invariants_long")
+# ≈ 6 CPU-minutes in all: behind -m slow, and .ci/run runs this module in a step of its own
+pytestmark = [pytest.mark.xdist_group("invariants_long"), pytest.mark.slow]
 
 TARGET_PASSES = 100_000
 CLASSES = (1.0, 2.0)

@@ -70,6 +70,9 @@ QUICK: list[Rule] = [
          "the default 10 s MILP budget only waits longer for the same answer"),
     Rule(r"^gfs-opt forecast backtest", r"$", " --weeks 0.5 --max-series 1 --no-progress",
          "eight weeks × six pools of daily Prophet refits take minutes"),
+    Rule(r"^gfs-opt forecast backtest .*--eval-end 2024-09-01", r"--eval-end 2024-09-01",
+         "--eval-end 2024-08-04", "three days of daily refits and hourly updates run every step "
+         "of the protocol; a month only repeats them"),
     Rule(r"\$GFS_DATA_DIR/chronus-philly-slo/trace_job_Philly_MIX1\.csv",
          r"\$GFS_DATA_DIR/chronus-philly-slo/trace_job_Philly_MIX1\.csv", "trace_job_standin.csv",
          "the Chronus trace is an optional input in $GFS_DATA_DIR (never in the repository); a "
