@@ -60,12 +60,14 @@ class ForecastProvider:
         self.series = HourlyMaxSeries(origin)
         self._seen: int | None = None       # latest hour index the model is conditioned on
         self._cache: tuple[int, dict[str, PoolForecast]] | None = None
+        self._with_history: set[str] | None = None   # pools_with_history until the next observe
         self.refit_log: list[dict[str, float]] = []    # t, seconds, series, pools per refit
         self.update_log: list[dict[str, float]] = []   # t, seconds, hours, series per update
 
     def observe(self, t: float, usage: Mapping[tuple[str, str], float]) -> None:
         """HP GPUs in use per (pool, org) during the hour containing t (seconds since origin)."""
         self.series.observe(t, usage)
+        self._with_history = None
 
     def _since(self, t: float) -> float | None:
         hours = getattr(self.model, "history_hours", None)
@@ -157,6 +159,9 @@ class ForecastProvider:
         return pool in self.pools_with_history()
 
     def pools_with_history(self) -> set[str]:
-        """Pools where any tenant has used HP GPUs so far (asked per pool at every refresh)."""
-        return {pool_of(name, self.series_pool) for name, v in self.series.peaks().items()
-                if v > 0}
+        """Pools where any tenant has used HP GPUs so far (asked at every refresh; the answer
+        changes only with `observe`, hourly)."""
+        if self._with_history is None:
+            self._with_history = {pool_of(name, self.series_pool)
+                                  for name, v in self.series.peaks().items() if v > 0}
+        return self._with_history

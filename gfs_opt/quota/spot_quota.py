@@ -95,7 +95,6 @@ class SpotQuota:
         feedback = self.adaptive and rnd.time - self.last_eta_update >= self.eta_every_s
         if feedback:
             self.last_eta_update = rnd.time
-        seen = self.provider.pools_with_history()
         for pool in rnd.state.pools:
             status = rnd.pool_status(pool)
             if feedback:
@@ -103,7 +102,7 @@ class SpotQuota:
                 eta[pool] = update_eta(status, rnd.params, wait)
             else:
                 eta[pool] = status.eta if self.adaptive else 1.0
-            status.has_hp_history = pool in seen
+            status.has_hp_history = self.provider.has_history(pool)
         rnd.forecasts = self.provider.pool_forecasts(rnd.time)
         self.quotas = rule_quotas(rnd, eta)
         if self._in_window(rnd.time):
