@@ -2,7 +2,7 @@
 
     python benchmarks/bench_forecast.py [--only calibration,cost] [--datasets alibaba,tenants]
         [--models prophet,ets,week-peak,seasonal-naive] [--ablations] [--cost-days 4]
-        [--before] [--baseline-rev 3fc4f72] [--json FILE]
+        [--before] [--baseline-rev 3fc4f72] [--refit-days 2,4] [--json FILE]
 
 Calibration (GFS-SPEC §2.1, issue 10 target). Protocol = `ForecastProvider`'s: daily fit at 00:00,
 hourly update with the hour just ended, forecast h = 1..4 from it; scored over August 2024 (the
@@ -77,11 +77,13 @@ def dataset(name: str) -> pd.DataFrame:
     return series_from_trace(load_trace("synthetic"))
 
 
-def model_set(names: list[str], ablations: bool) -> dict[str, object]:
+def model_set(names: list[str], ablations: bool, refit: tuple[int, ...] = ()) -> dict[str, object]:
     from gfs_opt.forecast import make_forecaster
 
     levels = (0.1, 0.9)
     out: dict[str, object] = {n: make_forecaster(n, quantiles=levels) for n in names if n}
+    for k in refit:
+        out[f"prophet-refit{k}"] = make_forecaster("prophet", quantiles=levels, refit_days=k)
     if ablations:
         out["prophet-no-residual"] = make_forecaster("prophet", quantiles=levels, residual="none")
         out["prophet-holdout2"] = make_forecaster("prophet", quantiles=levels, calibration_days=2)
@@ -91,7 +93,7 @@ def model_set(names: list[str], ablations: bool) -> dict[str, object]:
 
 
 def calibration(name: str, models: list[str], ablations: bool, path_too: bool,
-                before: str | None = None) -> dict[str, object]:
+                before: str | None = None, refit: tuple[int, ...] = ()) -> dict[str, object]:
     from gfs_opt.forecast.backtest import calibration_report, eligible_series, run_backtest
 
     df = dataset(name)
@@ -105,7 +107,7 @@ def calibration(name: str, models: list[str], ablations: bool, path_too: bool,
     protocols = ["hourly", "none"] if path_too else ["hourly"]
     for update in protocols:
         t0, c0 = time.perf_counter(), cpu_s()
-        res = run_backtest(df, model_set(models, ablations), horizon=4, quantile=0.9,  # type: ignore[arg-type]
+        res = run_backtest(df, model_set(models, ablations, refit), horizon=4, quantile=0.9,  # type: ignore[arg-type]
                            start=WINDOW[0], end=WINDOW[1], update=update,
                            progress=sys.stderr.isatty())
         wall, cpu = time.perf_counter() - t0, cpu_s() - c0
@@ -342,6 +344,9 @@ def main() -> int:
                          "tenants with 2 weeks of ≥ 25 %% activity)")
     ap.add_argument("--before", action="store_true",
                     help="also score the same window with the old code of --baseline-rev")
+    ap.add_argument("--refit-days", default="",
+                    help="comma-separated k: add Prophet refitted every k days (e.g. 2,4); the "
+                         "old-protocol pass is then skipped")
     ap.add_argument("--cost-days", type=int, default=4)
     ap.add_argument("--baseline-rev", default="3fc4f72",
                     help="git revision with the old daily-path provider (default: the branch base)")
@@ -351,14 +356,16 @@ def main() -> int:
     parts = set(args.only.split(","))
     out: dict[str, object] = {}
     models = [m for m in args.models.split(",") if m]
+    refit = tuple(int(k) for k in args.refit_days.split(",") if k)
     if "calibration" in parts:
         for name in args.datasets.split(","):
             # ablations and the old protocol on the 6 pools only: Prophet on 117 tenant series
             # costs ≈ 30 min per variant on 2 shared cores
             small = name == "alibaba"
             out[name] = calibration(name, models + ([] if small else args.tenant_extra.split(",")),
-                                    args.ablations and small, path_too=small,
-                                    before=args.baseline_rev if args.before else None)
+                                    args.ablations and small, path_too=small and not refit,
+                                    before=args.baseline_rev if args.before else None,
+                                    refit=refit)
     if "cost" in parts:
         out["cost"] = cost(args.cost_days, args.baseline_rev)
     if args.json:

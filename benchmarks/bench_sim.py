@@ -70,9 +70,26 @@ def spec_for(case: str, policy: str, forecaster: str | None) -> Any:
     return RunSpec.from_setup("paper-a100" if case == "a100" else case, **kw)
 
 
+def register_variant(forecaster: str) -> None:
+    """``name:key=value,...`` (e.g. ``prophet:refit_days=4``) → a forecaster registered under that
+    name for this process, so that a cost option can be benchmarked without a new model name."""
+    if ":" not in forecaster:
+        return
+    from functools import partial
+
+    from gfs_opt.forecast.registry import MODELS
+
+    name, _, raw = forecaster.partition(":")
+    params = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in raw.split(","))}
+    base = MODELS[name]
+    MODELS[forecaster] = lambda: partial(base(), **params)  # type: ignore[assignment, return-value]
+
+
 def one(case: str, policy: str, forecaster: str | None) -> dict[str, Any]:
     from gfs_opt.experiments.runner import prepare_trace, run
 
+    if forecaster:
+        register_variant(forecaster)
     c0, w0 = cpu_s(), time.perf_counter()
     spec = spec_for(case, policy, forecaster)
     prepared = prepare_trace(spec)
@@ -145,7 +162,9 @@ def main() -> None:
                     help="toy, small, a100, full, scale, chronus (comma-separated)")
     ap.add_argument("--policies", default=None,
                     help="comma-separated policies, or 'all' (yarn-cs always runs first)")
-    ap.add_argument("--forecaster", default=None, help="GFS forecaster (default: the policy's)")
+    ap.add_argument("--forecaster", default=None,
+                    help="GFS forecaster (default: the policy's); name:key=value,... sets options "
+                         "of the model, e.g. prophet:refit_days=4")
     ap.add_argument("--fractions", default="0.25,0.5,1",
                     help="fractions of the full trace for --only scale (of 0.25, 0.5, 1)")
     ap.add_argument("--before", default=None, metavar="DIR",
