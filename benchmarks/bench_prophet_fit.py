@@ -1,0 +1,63 @@
+"""Cost of one Prophet fit, Prophet's own path against the shared plumbing (issue 13).
+
+    python benchmarks/bench_prophet_fit.py [--series 8] [--days 2]
+
+Fits ``series`` tenant-like series (4 weeks of hourly data, daily + weekly pattern) on the same
+window, then again one day later (a warm-started refit, as the simulator's daily refit does),
+once with ``ProphetForecaster(shared_fit=False)`` (plain ``Prophet.fit``) and once with the
+default shared plumbing (`gfs_opt.forecast.prophet_fit`). Prints CPU per fit split into this
+process and its children (Stan runs as a child process) and checks that both paths fitted
+bit-identical parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+
+
+def cpu() -> tuple[float, float]:
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime, b.ru_utime + b.ru_stime
+
+
+def main() -> None:
+    from gfs_opt.forecast.prophet_model import ProphetForecaster, _ts
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--series", type=int, default=8)
+    ap.add_argument("--days", type=int, default=2)
+    a = ap.parse_args()
+    rng = np.random.default_rng(0)
+    n = 28 * 24
+    h = np.arange(n + 24 * a.days)
+    series = [np.maximum(0.0, 50 * rng.random() + 20 * np.sin(2 * np.pi * h / 24 + rng.random())
+                         + 10 * np.sin(2 * np.pi * h / 168) + rng.normal(0, 5, len(h)))
+              for _ in range(a.series)]
+    params: dict[bool, list[dict[str, np.ndarray]]] = {}
+    for shared in (False, True):
+        f = ProphetForecaster(shared_fit=shared)
+        f._fit_prophet("warm-up", _ts(0), series[0][:n])   # imports, first backend
+        (s0, c0), w0 = cpu(), time.perf_counter()
+        out = []
+        for day in range(a.days):
+            f._before_fit({})
+            for i, y in enumerate(series):
+                m = f._fit_prophet(f"s{i}", _ts(24 * day), y[24 * day:24 * day + n])
+                out.append({k: np.asarray(v) for k, v in m.params.items()})
+        (s1, c1), fits = cpu(), a.days * a.series
+        print(f"shared_fit={shared!s:<5}  per fit: CPU {1e3 * (s1 - s0 + c1 - c0) / fits:6.1f} ms "
+              f"(this process {1e3 * (s1 - s0) / fits:6.1f} ms, Stan child "
+              f"{1e3 * (c1 - c0) / fits:5.1f} ms), wall {1e3 * (time.perf_counter() - w0) / fits:6.1f} ms")
+        params[shared] = out
+    same = all(np.array_equal(p[k], q[k]) for p, q in zip(params[False], params[True], strict=True)
+               for k in p)
+    print(f"fitted parameters bit-identical: {same}")
+
+
+if __name__ == "__main__":
+    main()
