@@ -594,3 +594,20 @@ def test_controller_lifts_the_spot_limit_after_the_scored_window(tmp_path: Path)
     assert [c for c in fake.calls if c[0] == "limit"] == [("limit", "spot-1h", 32),
                                                            ("limit", "spot-1h", None)]
     assert "quota lifted" in _logged(tmp_path, "quota")[-1]["reason"]
+
+
+def test_a_stale_socket_file_is_not_a_ready_server(tmp_path: Path) -> None:
+    """After a machine reset the old MariaDB/munge socket files remain: readiness means a
+    server accepts connections, not that the file exists."""
+    import socket
+
+    from gfs_opt.slurm.cluster import _unix_socket_open
+
+    path = tmp_path / "db.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+    assert _unix_socket_open(path)
+    server.close()                      # the file stays, nobody listens: stale
+    assert path.exists() and not _unix_socket_open(path)
+    assert not _unix_socket_open(tmp_path / "missing.sock")
