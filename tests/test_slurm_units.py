@@ -594,6 +594,11 @@ def test_controller_lifts_the_spot_limit_after_the_scored_window(tmp_path: Path)
     assert [c for c in fake.calls if c[0] == "limit"] == [("limit", "spot-1h", 32),
                                                            ("limit", "spot-1h", None)]
     assert "quota lifted" in _logged(tmp_path, "quota")[-1]["reason"]
+    from gfs_opt.slurm.replay import quota_log
+
+    actions = [json.loads(line) for line in (tmp_path / "actions.jsonl").read_text().splitlines()]
+    qlog = quota_log(actions, ctl.clock, "P")             # what the replay writes and checks
+    assert list(qlog["limit"]) == [32.0, float("inf")]
 
 
 def test_a_stale_socket_file_is_not_a_ready_server(tmp_path: Path) -> None:

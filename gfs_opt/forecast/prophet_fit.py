@@ -17,6 +17,7 @@ same hours, so all of that is shared here:
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import os
@@ -39,6 +40,11 @@ class SharedFit:
         self.countries: set[str] = set()
         self.features: dict[tuple, tuple] = {}
         self.x_json: dict[bytes, str] = {}
+        # Both depend on column names and calendar years only, never on the series' values, and
+        # every tenant model of a pool asks for the same ones (BENCHMARKS.md, issue 13: 40 % of a
+        # `small` GFS run was these two pandas-heavy calls):
+        self.holiday_frames: dict[tuple, pd.DataFrame] = {}
+        self.component_cols: dict[tuple, tuple[pd.DataFrame, dict]] = {}
 
     def backend(self) -> Any:
         if self._backend is None:
@@ -152,6 +158,36 @@ def _prophet_class() -> type:
             out = super().add_country_holidays(country_name)
             self._shared.countries.add(country_name)
             return out
+
+        def construct_holiday_dataframe(self, dates: pd.Series) -> pd.DataFrame:
+            if self.holidays is not None:
+                return super().construct_holiday_dataframe(dates)
+            names = self.train_holiday_names
+            years = tuple(sorted(set(pd.DatetimeIndex(dates).year.tolist())))
+            key = (self.country_holidays, years, None if names is None else tuple(names))
+            frame = self._shared.holiday_frames.get(key)
+            if frame is None:
+                frame = self._shared.holiday_frames[key] = super().construct_holiday_dataframe(
+                    dates)
+            return frame.copy()
+
+        def regressor_column_matrix(self, seasonal_features: pd.DataFrame,
+                                    modes: dict) -> tuple[pd.DataFrame, dict]:
+            names = self.train_holiday_names
+            train = self.train_component_cols
+            key = (tuple(seasonal_features.columns), None if names is None else tuple(names),
+                   repr(modes), repr(sorted((r, p["mode"]) for r, p in
+                                            self.extra_regressors.items())),
+                   self.holidays_mode,
+                   None if train is None else (tuple(train.columns), train.to_numpy().tobytes()))
+            cached = self._shared.component_cols.get(key)
+            if cached is None:
+                cols, out = super().regressor_column_matrix(seasonal_features, modes)
+                cached = self._shared.component_cols[key] = (cols, copy.deepcopy(out))
+            cols, out = cached
+            modes.clear()              # Prophet's version extends ``modes`` in place
+            modes.update(copy.deepcopy(out))
+            return cols.copy(), modes
 
         def make_all_seasonality_features(self, df: pd.DataFrame) -> Any:
             if self.extra_regressors or any(p["condition_name"] is not None

@@ -165,7 +165,9 @@ class ControllerProcess:
 
 
 def quota_log(actions: list[dict[str, Any]], clock: TraceClock, pool: str) -> pd.DataFrame:
-    rows = [(a["t_wall"], clock.trace(a["t_wall"]), a["qos"], float(a["limit"]))
+    """The GrpTRES limits the controller set (GPUs; ``inf`` once lifted after the window)."""
+    rows = [(a["t_wall"], clock.trace(a["t_wall"]), a["qos"],
+             math.inf if a["limit"] is None else float(a["limit"]))
             for a in actions if a.get("action") == "quota" and not a.get("dry_run")]
     df = pd.DataFrame(rows, columns=["t_wall", "t", "qos", "limit"])
     df["pool"] = pool
