@@ -44,7 +44,7 @@ def test_compare_ctrl_c_keeps_finished_runs(tmp_path: Path, monkeypatch: pytest.
     trace = write_tiny_trace(tmp_path / "t", n=6)
     code, _o, err = run_cli("compare", "--trace", str(trace), "--policies", "yarn-cs,fgd",
                             "--window", "2024-03-01", "2024-03-02", "--out", str(out),
-                            "--no-progress")
+                            "--no-progress", "--workers", "1")
     assert code == 130
     assert "compare interrupted during fgd @ medium" in err and "1 finished run(s) kept" in err
     assert (out / "medium" / "yarn-cs" / "summary.json").is_file()

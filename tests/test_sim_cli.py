@@ -134,6 +134,25 @@ def test_compare_writes_table_csv_and_plots(tiny_trace: Path, tmp_path: Path,
     assert (out_dir / "medium" / "lyra" / "summary.json").is_file()
 
 
+def test_compare_in_worker_processes_gives_the_same_table(tiny_trace: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    tables = []
+    for workers in ("1", "2"):
+        out_dir = tmp_path / f"w{workers}"
+        code, _out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--policies",
+                                  "gfs,yarn-cs,fgd+sqa", "--forecaster", "week-peak", "--window",
+                                  "2024-03-01", "2024-03-03", "--out", str(out_dir),
+                                  "--no-progress", "--workers", workers)
+        assert code == 0, err
+        tables.append(pd.read_csv(out_dir / "compare.csv").drop(columns="wall_s"))
+        assert (out_dir / "medium" / "fgd+sqa" / "summary.json").is_file()
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    code, _out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--workers", "0",
+                              "--no-progress")
+    assert_one_line_error(code, err, "--workers must be ≥ 1")
+
+
 def test_compare_bad_inputs(tiny_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--policies",
                               "gfs,bogus", "--no-progress")

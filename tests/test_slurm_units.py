@@ -577,3 +577,37 @@ def test_real_runs_are_found_in_either_layout(tmp_path: Path) -> None:
     assert real_folder(tmp_path / "b", "gfs") == tmp_path / "b" / "gfs" / "real"
     with pytest.raises(GfsError, match="slurm-qos"):
         real_folder(tmp_path / "a", "slurm-qos")
+
+
+def test_controller_lifts_the_spot_limit_after_the_scored_window(tmp_path: Path) -> None:
+    """As the simulator (`Params.quota_after_window` off): the drain admits LP freely."""
+    now = time.time()
+    recs = [squeue_record(3, "hp", start=now, node="n3")]
+    ctl, fake = _controller(tmp_path, recs, eval_end=1000.0 + 600.0)
+    ctl.poll()                                       # inside the window: a number
+    assert [c for c in fake.calls if c[0] == "limit"] == [("limit", "spot-1h", 32)]
+    ctl.clock = TraceClock(now, 1000.0 + 900.0, 60.0)   # past the window's end
+    ctl.next_refresh = 0.0
+    ctl.poll()
+    ctl.next_refresh = 0.0
+    ctl.poll()                                       # lifted once, not set again
+    assert [c for c in fake.calls if c[0] == "limit"] == [("limit", "spot-1h", 32),
+                                                           ("limit", "spot-1h", None)]
+    assert "quota lifted" in _logged(tmp_path, "quota")[-1]["reason"]
+
+
+def test_a_stale_socket_file_is_not_a_ready_server(tmp_path: Path) -> None:
+    """After a machine reset the old MariaDB/munge socket files remain: readiness means a
+    server accepts connections, not that the file exists."""
+    import socket
+
+    from gfs_opt.slurm.cluster import _unix_socket_open
+
+    path = tmp_path / "db.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+    assert _unix_socket_open(path)
+    server.close()                      # the file stays, nobody listens: stale
+    assert path.exists() and not _unix_socket_open(path)
+    assert not _unix_socket_open(tmp_path / "missing.sock")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -75,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--loads", default=None,
                    help="comma-separated LP loads: low, medium, high or numbers "
                         "(default: the setup's three for paper-a100, else medium)")
+    c.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="simulations run at once in worker processes (default: all CPUs; 1 runs "
+                        "them one after another in this process, with a progress bar each)")
     _common(c)
     c.set_defaults(handler=_compare)
 
@@ -188,6 +192,8 @@ def _compare(args: argparse.Namespace) -> int:
 
     if args.setup and args.trace:
         raise GfsError("give either --setup or --trace, not both")
+    if args.workers is not None and args.workers < 1:
+        raise GfsError(f"--workers must be ≥ 1, got {args.workers}")
     cargs.check_out_dir(args.out)
     setup = args.setup or (None if args.trace else "small")
     kw = _spec_kwargs(args)
@@ -233,7 +239,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     try:
         results = compare(base, policies, loads, progress=not args.no_progress,
-                          on_result=finished)
+                          on_result=finished, workers=args.workers or os.cpu_count() or 1)
     except KeyboardInterrupt:
         pending = [(ld, p) for ld in loads for p in policies if p not in done.get(ld, {})]
         n_done = sum(len(v) for v in done.values())

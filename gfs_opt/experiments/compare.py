@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
+from gfs_opt.experiments.sweep.engines import ignore_sigint, terminate_pool, worker_context
 from gfs_opt.policies import family, options_for
+from gfs_opt.traces.base import Trace
 
 #: summary keys of the comparison table (all "lower is better" except the allocation rate)
 TABLE_COLUMNS = {
@@ -30,23 +33,56 @@ FAMILY_LABEL = {"none": "no-quota baselines", "sqa": "+sqa baselines (shared quo
 def compare(base: RunSpec, policies: Sequence[str], loads: dict[str, float],
             progress: bool = False,
             on_result: Callable[[str, str, RunOutput], None] | None = None,
-            ) -> dict[str, dict[str, RunOutput]]:
+            workers: int = 1) -> dict[str, dict[str, RunOutput]]:
     """Run every policy at every load on identical traces; results[load][policy].
 
     ``on_result(load, policy, output)`` is called as each run finishes (e.g. to write it out, so
-    an interrupted comparison keeps what it finished)."""
-    results: dict[str, dict[str, RunOutput]] = {}
-    for load_name, factor in loads.items():
-        spec_l = replace(base, lp_load=factor)
-        prepared = prepare_trace(spec_l)
-        results[load_name] = {}
-        for pol in policies:
-            spec = replace(spec_l, policy=pol, policy_options=options_for(pol, base.policy_options))
-            out = run(spec, progress=progress, trace=prepared, desc=f"{pol} @ {load_name}")
-            results[load_name][pol] = out
-            if on_result is not None:
-                on_result(load_name, pol, out)
-    return results
+    an interrupted comparison keeps what it finished). ``workers`` > 1 runs that many
+    simulations at once in worker processes (each run is deterministic on its own, so the
+    results do not depend on it); the progress bar then counts finished runs."""
+    plan = [(load, pol, replace(base, lp_load=factor, policy=pol,
+                                policy_options=options_for(pol, base.policy_options)))
+            for load, factor in loads.items() for pol in policies]
+    got: dict[tuple[str, str], RunOutput] = {}
+
+    def finished(load: str, pol: str, out: RunOutput) -> None:
+        got[(load, pol)] = out
+        if on_result is not None:
+            on_result(load, pol, out)
+
+    if workers <= 1 or len(plan) <= 1:
+        prepared: dict[str, tuple[Trace, float, float]] = {}
+        for load, pol, spec in plan:
+            if load not in prepared:
+                prepared = {load: prepare_trace(spec)}     # one load's trace in memory at a time
+            finished(load, pol, run(spec, progress=progress, trace=prepared[load],
+                                    desc=f"{pol} @ {load}"))
+    else:
+        _run_parallel(plan, min(workers, len(plan)), progress, finished)
+    return {load: {pol: got[(load, pol)] for pol in policies} for load in loads}
+
+
+def _run_parallel(plan: list[tuple[str, str, RunSpec]], workers: int, progress: bool,
+                  finished: Callable[[str, str, RunOutput], None]) -> None:
+    from tqdm.auto import tqdm
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(),
+                               initializer=ignore_sigint)
+    bar = tqdm(total=len(plan), unit="run", desc=f"compare ({workers} workers)",
+               disable=not progress, dynamic_ncols=True)
+    try:
+        futures = {pool.submit(run, spec): (load, pol) for load, pol, spec in plan}
+        for fut in as_completed(futures):
+            load, pol = futures[fut]
+            finished(load, pol, fut.result())
+            bar.update(1)
+            bar.set_postfix_str(f"last: {pol} @ {load}", refresh=False)
+    except BaseException:
+        terminate_pool(pool)     # Ctrl-C or a failed run: stop the others now, not at their end
+        raise
+    finally:
+        bar.close()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _rel(ref: float, base: float) -> float:

@@ -56,6 +56,7 @@ class QuotaUpdate:
     eta: dict[str, float]
     forecasts: dict[str, PoolForecast]
     reports: list[SolveReport] = field(default_factory=list)
+    lifted: bool = False                      # the scored window is over: no spot limit
 
 
 @dataclass
@@ -124,8 +125,9 @@ class GfsBrain:
         decision = Decision()
         if self.policy.spot is not None:
             self.policy.spot.refresh(rnd, decision)
+        lifted = self.policy.spot is not None and self.policy.spot.lifted
         return QuotaUpdate(dict(decision.quotas or {}), dict(decision.eta or {}),
-                           dict(rnd.forecasts), decision.reports)
+                           dict(rnd.forecasts), decision.reports, lifted)
 
     def set_node_evictions(self, rnd: Round, c1h: np.ndarray, c1d: np.ndarray) -> None:
         rnd.node_evictions_1h, rnd.node_evictions_1d = c1h, c1d

@@ -108,7 +108,7 @@ class Controller:
         self.nodes = spec.node_names()
         self.status = {cfg.pool: PoolStatus()}
         self.tracker = WindowTracker(cfg.horizon_h * HOUR)
-        self.limits: dict[str, int] = {}          # GrpTRES last set per spot QOS
+        self.limits: dict[str, int | None] = {}   # GrpTRES last set per spot QOS (None: lifted)
         self.hour_max: dict[tuple[str, str], float] = {}
         self.stop_requested = False
         self.clock: TraceClock | None = None
@@ -217,6 +217,9 @@ class Controller:
             if pool in self.status:
                 self.status[pool].eta = eta
         self.counts["refreshes"] += 1
+        if upd.lifted:
+            self._lift_limits()
+            return
         fc = upd.forecasts.get(self.cfg.pool)
         for d in self.spec.classes:
             q = upd.quotas.get((self.cfg.pool, d))
@@ -243,6 +246,25 @@ class Controller:
             self.limits[name] = limit
             self.log("quota", reason, qos=name, limit=limit, quota_milli=q, eta=st.eta,
                      lp_gpus=view.lp_gpus_by_qos.get(name, 0), dry_run=self.cfg.dry_run)
+
+    def _lift_limits(self) -> None:
+        """After the scored window the simulator admits LP freely so the backlog drains; the
+        live cluster must do the same, or a replay's drain compares different rules."""
+        for d in self.spec.classes:
+            name = spot_qos(d)
+            if name in self.limits and self.limits[name] is None:
+                continue
+            if not self.cfg.dry_run:
+                try:
+                    self.client.set_gpu_limit(name, None)
+                except SlurmError as exc:
+                    self.log("error", str(exc), qos=name)
+                    continue
+                self.counts["quota_sets"] += 1
+            self.limits[name] = None
+            self.log("quota", "quota lifted: the scored window is over (Params.quota_after_window "
+                     "off), LP jobs are admitted freely as in the simulator", qos=name,
+                     limit=None, dry_run=self.cfg.dry_run)
 
     def preempt(self, jobs: list[LiveJob]) -> None:
         assert self.brain is not None

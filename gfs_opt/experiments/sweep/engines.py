@@ -40,7 +40,7 @@ class Engine(Protocol):
     def run(self, tasks: Sequence[Task], on_done: OnDone) -> None: ...
 
 
-def _ignore_sigint() -> None:
+def ignore_sigint() -> None:
     # Ctrl-C reaches the whole process group; the parent alone decides what stops and when.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -50,7 +50,7 @@ PRELOAD = ["gfs_opt.experiments.sweep.cell", "gfs_opt.experiments.runner",
            "gfs_opt.forecast.provider", "scipy.stats"]
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def worker_context() -> multiprocessing.context.BaseContext:
     """``forkserver``: workers fork from a clean server process that never ran the parent's
     threads (unlike ``fork``) yet has the simulation stack imported (unlike ``spawn``, where
     every worker pays ~2 s of imports, again after each pool restart)."""
@@ -75,8 +75,8 @@ class LocalEngine:
         self.workers = max(1, workers or os.cpu_count() or 1)
 
     def _pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(),
-                                   initializer=_ignore_sigint)
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=worker_context(),
+                                   initializer=ignore_sigint)
 
     def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
         queue: deque[Task] = deque(tasks)
@@ -127,7 +127,7 @@ class LocalEngine:
                     pool = None
         except BaseException:
             if pool is not None:
-                _terminate(pool)
+                terminate_pool(pool)
                 pool = None
             raise
         finally:
@@ -139,7 +139,7 @@ def _submit(pool: ProcessPoolExecutor, task: Task) -> Future[CellOutcome]:
     return pool.submit(execute_cell, task.cell.id, task.cell.spec, task.cell.imports)
 
 
-def _terminate(pool: ProcessPoolExecutor) -> None:
+def terminate_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now. `ProcessPoolExecutor` has no public way to kill running workers before
     Python 3.14, so terminate its processes directly, then let it clean up."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
