@@ -12,6 +12,14 @@ same hours, so all of that is shared here:
 - `fast_prophet` returns a Prophet subclass that uses them. Stan reads the same numbers (JSON of
   the same Python floats), so the fitted parameters are bit-identical to ``Prophet.fit``'s
   (tests/test_prophet_fit.py compares them).
+
+A fit is a pure function of the Stan inputs (data, initial values, optimiser settings), so its
+result is also kept by content (`FitCache`): GFS and the `+sqa` baselines of one comparison fit
+the same HP histories — identical before the first LP job and wherever LP never delayed HP — and
+a re-run fits nothing again. The key hashes the exact JSON handed to Stan plus the Prophet,
+cmdstanpy and model versions, so a hit returns what Stan would have returned.
+``GFS_FIT_CACHE`` names the folder (default ``$XDG_CACHE_HOME/gfs-opt/prophet-fits``, i.e.
+``~/.cache/...``); ``GFS_FIT_CACHE=off`` turns it off (the speed benchmarks do, to measure fits).
 """
 
 from __future__ import annotations
@@ -24,12 +32,87 @@ import os
 import tempfile
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 _MAX_FEATURES = 16    # feature matrices kept per refit (one per distinct window; usually one)
+_MAX_MEMO = 4096      # fits kept in memory per process (a few KB each)
+
+
+class FitCache:
+    """Fitted Prophet parameters by the hash of their Stan inputs: in memory, and on disk unless
+    ``GFS_FIT_CACHE=off`` (see module doc). A file that cannot be read is a miss."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.memo: dict[str, dict[str, np.ndarray]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def from_env(cls) -> FitCache:
+        value = os.environ.get("GFS_FIT_CACHE", "").strip()
+        if value.lower() in ("off", "0", "no", "false", "none"):
+            return cls(None)
+        if value:
+            return cls(Path(value).expanduser())
+        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return cls(Path(root) / "gfs-opt" / "prophet-fits")
+
+    def get(self, key: str) -> dict[str, np.ndarray] | None:
+        params = self.memo.get(key)
+        if params is None and self.folder is not None:
+            path = self.folder / key[:2] / f"{key}.npz"
+            try:
+                with np.load(path, allow_pickle=False) as npz:
+                    params = {name: npz[name] for name in npz.files}
+            except (OSError, ValueError, EOFError):
+                params = None
+            if params is not None:
+                self._remember(key, params)
+        if params is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return {name: value.copy() for name, value in params.items()}
+
+    def put(self, key: str, params: dict[str, np.ndarray]) -> None:
+        self._remember(key, {name: np.array(v) for name, v in params.items()})
+        if self.folder is None:
+            return
+        folder = self.folder / key[:2]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **params)
+            os.replace(tmp, folder / f"{key}.npz")    # atomic: readers never see half a file
+        except OSError:
+            # a read-only or full disk only costs the saving
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(tmp)
+
+    def _remember(self, key: str, params: dict[str, np.ndarray]) -> None:
+        if len(self.memo) >= _MAX_MEMO:
+            self.memo.clear()
+        self.memo[key] = params
+
+
+@cache
+def fit_cache() -> FitCache:
+    """The process's fit cache (configured from ``GFS_FIT_CACHE`` at first use)."""
+    return FitCache.from_env()
+
+
+@cache
+def _versions() -> str:
+    import cmdstanpy
+    import prophet
+
+    return f"prophet {prophet.__version__} cmdstanpy {cmdstanpy.__version__}"
 
 
 class SharedFit:
@@ -109,8 +192,20 @@ def _backend_class() -> type:
                     "t_change": stan_data["t_change"], "s_a": stan_data["s_a"],
                     "s_m": stan_data["s_m"], "X": stan_data["X"], "sigmas": stan_data["sigmas"]}
             algorithm = "Newton" if float(stan_data["T"]) < 100 else "LBFGS"
-            with _json_file(self._data_json(data)) as dpath, \
-                    _json_file(json.dumps(inits)) as ipath:
+            data_json, inits_json = self._data_json(data), json.dumps(inits)
+            settings = json.dumps({"algorithm": algorithm, "iter": int(1e4), **kwargs},
+                                  sort_keys=True, default=str)
+            digest = hashlib.blake2b(digest_size=20)
+            for part in (_versions(), str(self.model.exe_file), settings, inits_json, data_json):
+                digest.update(part.encode())
+                digest.update(b"\0")
+            key = digest.hexdigest()
+            cache = fit_cache()
+            params = cache.get(key)
+            if params is not None:
+                self.stan_fit = None         # only the parameters are kept
+                return params
+            with _json_file(data_json) as dpath, _json_file(inits_json) as ipath:
                 args: dict[str, Any] = {"data": dpath, "inits": ipath, "algorithm": algorithm,
                                         "iter": int(1e4)}
                 args.update(kwargs)
@@ -125,6 +220,7 @@ def _backend_class() -> type:
                                              self.stan_fit.optimized_params_np)
             for par in params:
                 params[par] = params[par].reshape((1, -1))
+            cache.put(key, params)
             return params
 
     return SharedBackend

@@ -1,0 +1,63 @@
+"""The Prophet fit cache (`gfs_opt.forecast.prophet_fit.FitCache`): a hit returns exactly what
+Stan returned for the same inputs; a broken or disabled cache only costs time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_forecast_models import T0, frame
+
+import gfs_opt.forecast.prophet_fit as pf
+from gfs_opt.forecast.prophet_model import ProphetForecaster
+
+
+def test_cache_round_trip_corrupt_files_and_off(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    params = {"k": np.array([[0.5]]), "delta": np.arange(6.0).reshape(1, -1)}
+    cache = pf.FitCache(tmp_path / "c")
+    assert cache.get("ab12") is None
+    cache.put("ab12", params)
+    again = pf.FitCache(tmp_path / "c")                  # a new process: from disk
+    got = again.get("ab12")
+    assert got is not None and again.hits == 1
+    for name, value in params.items():
+        np.testing.assert_array_equal(got[name], value)
+        assert got[name].dtype == value.dtype
+    got["k"][0, 0] = 9.0                                  # callers may not change the cache
+    np.testing.assert_array_equal(again.get("ab12")["k"], params["k"])
+    (tmp_path / "c" / "ab" / "ab12.npz").write_bytes(b"not a zip")
+    assert pf.FitCache(tmp_path / "c").get("ab12") is None     # unreadable: a miss, no error
+    monkeypatch.setenv("GFS_FIT_CACHE", "off")
+    assert pf.FitCache.from_env().folder is None
+    monkeypatch.setenv("GFS_FIT_CACHE", str(tmp_path / "elsewhere"))
+    assert pf.FitCache.from_env().folder == tmp_path / "elsewhere"
+
+
+def _fit_twice(hist: pd.DataFrame) -> tuple[ProphetForecaster, list[pd.DataFrame]]:
+    day1 = hist[hist["ds"] < T0 + pd.Timedelta(days=9)]
+    m = ProphetForecaster(calibration_days=1)
+    m.fit(day1)
+    first = m.predict(6)
+    return m, [first, m.fit(hist).predict(6)]
+
+
+def test_cached_fits_equal_fresh_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hist, _ = frame(24 * 10, n_series=2, weekly=4.0)
+    monkeypatch.setattr(pf, "fit_cache", lambda: cache)
+    cache = pf.FitCache(None)                             # memory only, starts empty
+    cold, cold_preds = _fit_twice(hist)
+    assert cache.misses > 0 and cache.hits == 0
+    misses = cache.misses
+    warm, warm_preds = _fit_twice(hist)                   # same inputs: nothing refitted
+    assert cache.misses == misses and cache.hits == misses
+    for key in cold.states_:
+        for name, value in cold.states_[key].model.params.items():
+            np.testing.assert_array_equal(warm.states_[key].model.params[name], value)
+    for a, b in zip(cold_preds, warm_preds, strict=True):
+        pd.testing.assert_frame_equal(a, b)
+    other, _ = frame(24 * 10, n_series=2, weekly=5.0)      # other data: misses, not hits
+    _fit_twice(other)
+    assert cache.misses > misses
