@@ -106,6 +106,8 @@ def one(case: str, policy: str, forecaster: str | None) -> dict[str, Any]:
 
 def child(args: list[str], code: str | None = None) -> dict[str, Any]:
     env = dict(os.environ)
+    # a case measures its own fits: no Prophet fit from an earlier run or case is reused
+    env.setdefault("GFS_FIT_CACHE", "off")
     if code is not None:
         env["PYTHONPATH"] = code
     cmd = [sys.executable, __file__, "--child", *args]
