@@ -71,7 +71,12 @@ def _run_parallel(plan: list[tuple[str, str, RunSpec]], workers: int, progress: 
     bar = tqdm(total=len(plan), unit="run", desc=f"compare ({workers} workers)",
                disable=not progress, dynamic_ncols=True)
     try:
-        futures = {pool.submit(run, spec): (load, pol) for load, pol, spec in plan}
+        prepared: dict[str, tuple[Trace, float, float]] = {}
+        futures = {}
+        for load, pol, spec in plan:
+            if load not in prepared:     # once per load, as one after another (pickled: cheap)
+                prepared[load] = prepare_trace(spec)
+            futures[pool.submit(run, spec, trace=prepared[load])] = (load, pol)
         for fut in as_completed(futures):
             load, pol = futures[fut]
             finished(load, pol, fut.result())
