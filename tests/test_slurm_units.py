@@ -319,6 +319,19 @@ def test_outcomes_become_the_simulators_tables() -> None:
     assert (q["spot_starts_checked"], q["spot_starts_over_limit"]) == (2, 2)
     ok = quota_admissions(plan, [hp, lp], qlog.assign(limit=2.0))
     assert ok["spot_starts_over_limit"] == 0
+    # Slurm reports whole seconds: a raise logged 0.5 s into the start's second may have let it
+    # start (not counted); one logged 1.5 s later may not (counted); a cut logged inside the
+    # second does not hide the limit that was in force
+    whole = JobOutcome(2, 12, [Run(w + 3.0, w + 93.0, "done", slurm_start=w + 3, slurm_end=w + 93)],
+                       "done")
+    raised = pd.DataFrame({"t_wall": [w - 100, w + 3.5], "qos": ["spot-1h"] * 2,
+                           "limit": [1.0, 2.0]})
+    assert quota_admissions(plan, [hp, whole], raised)["spot_starts_over_limit"] == 0
+    late = raised.assign(t_wall=[w - 100, w + 4.5])
+    assert quota_admissions(plan, [hp, whole], late)["spot_starts_over_limit"] == 1
+    cut = pd.DataFrame({"t_wall": [w - 100, w + 3.5], "qos": ["spot-1h"] * 2,
+                        "limit": [2.0, 0.0]})
+    assert quota_admissions(plan, [hp, whole], cut)["spot_starts_over_limit"] == 0
 
 
 # ---- plans and the simulator's models of the live system -------------------------------------

@@ -253,12 +253,15 @@ def quota_admissions(plan: ReplayPlan, outcomes: list[JobOutcome], quota_log: pd
 
     ``quota_log``: wall time ``t_wall``, ``qos``, ``limit`` (GPUs) as the controller set them.
     A limit takes 1–4.5 s to reach slurmctld, so a start is judged by the most permissive limit
-    in force during the ``propagation_s`` before it.
+    in force during the ``propagation_s`` before it. Slurm reports whole seconds: a start at
+    second ``s`` happened in [s, s + 1), so a limit logged before s + 1 may already have been in
+    force (the controller logs after the command returned; a raise logged at s + 0.5 let a job
+    start at s + 0.9 that Slurm reports as s).
     """
     jobs = plan.jobs.set_index("job_id")
     from gfs_opt.slurm.layout import spot_qos
 
-    runs = []   # (start, end, qos, gpus)
+    runs = []   # (start, end, qos, gpus, resolution of the start time)
     for o in outcomes:
         j = jobs.loc[o.trace_id]
         if j["cls"] == "HP":
@@ -270,18 +273,20 @@ def quota_admissions(plan: ReplayPlan, outcomes: list[JobOutcome], quota_log: pd
             s = r.slurm_start if r.slurm_start is not None else r.start
             e = (r.slurm_end if r.slurm_end is not None else r.end) if r.end is not None \
                 else math.inf
-            runs.append((s, e, q, int(j["g"]) * int(j["workers"]) // MILLI))
+            res = 1.0 if r.slurm_start is not None else 0.0
+            runs.append((s, e, q, int(j["g"]) * int(j["workers"]) // MILLI, res))
     log = quota_log.sort_values("t_wall")
     over = []
-    for s, _e, q, _g in runs:
+    for s, _e, q, _g, res in runs:
         lim = log[log["qos"] == q]
-        before = lim[lim["t_wall"] <= s]
-        if before.empty:
+        at_start = lim[lim["t_wall"] <= s]
+        # logged in the propagation time before the start or inside its reported second
+        window = lim[(lim["t_wall"] > s - propagation_s) & (lim["t_wall"] < s + max(res, 1e-9))]
+        if at_start.empty and window.empty:
             continue
-        window = lim[(lim["t_wall"] > s - propagation_s) & (lim["t_wall"] <= s)]
-        limit = max(float(before["limit"].iloc[-1]), float(window["limit"].max())
-                    if not window.empty else -1.0)
-        using = sum(g for s2, e2, q2, g in runs if q2 == q and s2 <= s < e2)
+        limit = max(float(at_start["limit"].iloc[-1]) if not at_start.empty else -1.0,
+                    float(window["limit"].max()) if not window.empty else -1.0)
+        using = sum(g for s2, e2, q2, g, _r in runs if q2 == q and s2 <= s < e2)
         if using > limit:
             over.append((s, q, using, limit))
     return {"spot_starts_checked": len(runs), "spot_starts_over_limit": len(over),
