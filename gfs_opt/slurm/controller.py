@@ -236,16 +236,8 @@ class Controller:
                       + (f", HP forecast μ0={float(fc.mean[0]):.1f} σ0={float(fc.std[0]):.1f}"
                          if fc is not None and len(fc.mean) else ", no forecast: Q = capacity")
                       + (f", minus {others} GPUs of other classes" if others else "") + ")")
-            if not self.cfg.dry_run:
-                try:
-                    self.client.set_gpu_limit(name, limit)
-                except SlurmError as exc:
-                    self.log("error", str(exc), qos=name)
-                    continue
-                self.counts["quota_sets"] += 1
-            self.limits[name] = limit
-            self.log("quota", reason, qos=name, limit=limit, quota_milli=q, eta=st.eta,
-                     lp_gpus=view.lp_gpus_by_qos.get(name, 0), dry_run=self.cfg.dry_run)
+            self._set_limit(name, limit, reason, quota_milli=q, eta=st.eta,
+                            lp_gpus=view.lp_gpus_by_qos.get(name, 0))
 
     def _lift_limits(self) -> None:
         """After the scored window the simulator admits LP freely so the backlog drains; the
@@ -254,17 +246,21 @@ class Controller:
             name = spot_qos(d)
             if name in self.limits and self.limits[name] is None:
                 continue
-            if not self.cfg.dry_run:
-                try:
-                    self.client.set_gpu_limit(name, None)
-                except SlurmError as exc:
-                    self.log("error", str(exc), qos=name)
-                    continue
-                self.counts["quota_sets"] += 1
-            self.limits[name] = None
-            self.log("quota", "quota lifted: the scored window is over (Params.quota_after_window "
-                     "off), LP jobs are admitted freely as in the simulator", qos=name,
-                     limit=None, dry_run=self.cfg.dry_run)
+            self._set_limit(name, None, "quota lifted: the scored window is over "
+                            "(Params.quota_after_window off), LP jobs are admitted freely as in "
+                            "the simulator")
+
+    def _set_limit(self, name: str, limit: int | None, reason: str, **fields: object) -> None:
+        """GrpTRES of one spot QOS (None lifts it), remembered and logged; a dry run only logs."""
+        if not self.cfg.dry_run:
+            try:
+                self.client.set_gpu_limit(name, limit)
+            except SlurmError as exc:
+                self.log("error", str(exc), qos=name)
+                return
+            self.counts["quota_sets"] += 1
+        self.limits[name] = limit
+        self.log("quota", reason, qos=name, limit=limit, **fields, dry_run=self.cfg.dry_run)
 
     def preempt(self, jobs: list[LiveJob]) -> None:
         assert self.brain is not None
