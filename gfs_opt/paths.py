@@ -1,9 +1,9 @@
 """Where data lives.
 
 Package data (``gfs_opt/data/``, see its NOTICE) holds the small inputs the built-in setups need:
-the real Alibaba v2026 node file, calibration targets and aggregate tables, and the ``ref-toy``
-trace; they work after a plain ``pip install``. Optional larger traces are read from
-``$GFS_DATA_DIR``, else ``../shared/data`` beside the repository.
+the real Alibaba v2026 node file, calibration targets and aggregate tables; they work after a plain
+``pip install``. No trace ships with the package: optional traces (``ref-toy``, openb, Chronus) are
+read from ``$GFS_DATA_DIR``, else ``../shared/data`` beside the repository.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def alibaba_dir() -> Path:
 
 
 def ref_toy_dir() -> Path:
-    return PACKAGE_DATA / "ref-toy"
+    """The reference toy trace (``ref-toy``) in the data folder; may not exist."""
+    return data_dir() / "ref-toy"
 
 
 def calibration_targets_path() -> Path:

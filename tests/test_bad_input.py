@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from standins import write_alibaba_standin
 from test_fuzz_cli import run_cli
 from tiny_trace import write_tiny_trace
-
-from gfs_opt.paths import ref_toy_dir
 
 REPO = Path(__file__).resolve().parent.parent
 CONTESTED = REPO / "instances" / "contested-300.json"
@@ -60,8 +59,9 @@ def test_simulate_ctrl_c_says_what_was_interrupted(tmp_path: Path,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runner.Simulator, "run", stop)
-    code, _o, err = run_cli("simulate", "--trace", "ref-toy", *FAST)
-    assert code == 130 and err.strip() == ("gfs-opt: simulate interrupted: yarn-cs on ref-toy did "
+    trace = write_alibaba_standin(tmp_path / "toy")
+    code, _o, err = run_cli("simulate", "--trace", str(trace), *FAST)
+    assert code == 130 and err.strip() == (f"gfs-opt: simulate interrupted: yarn-cs on {trace} did "
                                            "not finish; nothing written")
 
 
@@ -70,8 +70,9 @@ def test_out_is_checked_before_the_run(tmp_path: Path, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(runner, "run", lambda *a, **k: pytest.fail("ran before checking --out"))
     (tmp_path / "file").write_text("x")
+    trace = write_alibaba_standin(tmp_path / "toy")
     for out in (tmp_path / "file", tmp_path / "file" / "sub"):
-        code, _o, err = run_cli("simulate", "--trace", "ref-toy", *FAST, "--out", str(out))
+        code, _o, err = run_cli("simulate", "--trace", str(trace), *FAST, "--out", str(out))
         assert code == 2 and f"--out {out}" in err
 
 
@@ -122,11 +123,12 @@ def test_files_are_0644_from_every_command(tmp_path: Path) -> None:
     assert set(modes.values()) == {0o644}, modes
 
 
-def test_trace_stats_scores_only_traces_on_the_calibrated_cluster() -> None:
-    code, out, err = run_cli("trace", "stats", "ref-toy")
+def test_trace_stats_scores_only_traces_on_the_calibrated_cluster(tmp_path: Path) -> None:
+    trace = str(write_alibaba_standin(tmp_path / "toy"))
+    code, out, err = run_cli("trace", "stats", trace)
     assert code == 0, err
     assert "not scored" in out and "FAIL" not in out
-    code, out, _ = run_cli("trace", "stats", "ref-toy", "--json")
+    code, out, _ = run_cli("trace", "stats", trace, "--json")
     doc = _strict_json(out)
     assert doc["calibration"] == [] and "not scored" in doc["calibration_note"]
 
@@ -230,12 +232,12 @@ def test_forecast_data_accepts_long_mapped_and_wide_csv(tmp_path: Path) -> None:
     assert code == 2 and "accepted: a long CSV with columns ds, series, y" in err
 
 
-def test_sim_result_tells_its_summary() -> None:
+def test_sim_result_tells_its_summary(tmp_path: Path) -> None:
     from gfs_opt.policies import make_policy
     from gfs_opt.sim.engine import SimConfig, Simulator
     from gfs_opt.traces.load import load_trace
 
-    sim = Simulator(load_trace(ref_toy_dir()), make_policy("yarn-cs"),
+    sim = Simulator(load_trace(write_alibaba_standin(tmp_path / "toy")), make_policy("yarn-cs"),
                     config=SimConfig(eval_start=864_000, eval_end=1_036_800, drain_s=0))
     summary = sim.run().summary()
     assert summary["jobs_lp"] > 0 and 0 <= summary["lp_eviction_rate"] <= 1

@@ -1,7 +1,7 @@
 """`gfs-opt data fetch` against a local HTTP server on 127.0.0.1 (no internet needed).
 
-The server serves the shipped ref-toy job file (in the Alibaba v2026 schema, pools that the
-shipped node file has) with HTTP Range support, and can be told to break a response off half-way
+The server serves a stand-in job file (`standins.alibaba_standin_jobs`: the Alibaba v2026 schema,
+pools that the shipped node file has) with HTTP Range support, and can be told to break a response off half-way
 or to ignore Range requests.
 """
 
@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from standins import alibaba_standin_jobs
 from test_fuzz_cli import run_cli
 
-from gfs_opt.paths import alibaba_dir, ref_toy_dir
+from gfs_opt.paths import alibaba_dir
 
-PAYLOAD = (ref_toy_dir() / "job_info_df.csv").read_bytes()
+PAYLOAD = alibaba_standin_jobs(2_800, 1_200).encode()   # > 2 download chunks
 GOOD = hashlib.sha256(PAYLOAD).hexdigest()
 
 
@@ -104,7 +105,7 @@ def test_good_hash_writes_a_usable_trace_folder(tmp_path: Path) -> None:
     from gfs_opt.traces.load import load_trace
 
     trace = load_trace(dest)
-    assert len(trace.nodes) == 4278 and len(trace.jobs) == len(load_trace("ref-toy").jobs)
+    assert len(trace.nodes) == 4278 and len(trace.jobs) == PAYLOAD.count(b"\n") - 1
     # run again: verified in place, nothing downloaded
     with serve() as (state, url):
         code, out, err = fetch_cli(dest, url)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from standins import write_alibaba_standin
 from test_fuzz_cli import run_cli
 from tiny_trace import write_tiny_trace
 
@@ -41,6 +42,10 @@ CASES: list[Case] = []
 def case(surface: str, id_: str, argv: tuple[str, ...], names: str,
          make: Callable[[Path], None] | None = None, contains: str = "") -> None:
     CASES.append(Case(surface, id_, argv, names, make, contains))
+
+
+def _toy(d: Path) -> None:
+    write_alibaba_standin(d / "toy")
 
 
 # ---- CLI flags --------------------------------------------------------------------------------
@@ -79,19 +84,19 @@ def _flag_cases() -> None:
     case("cli-flags", "forecast-series-out-is-a-folder",
          ("forecast", "series", "--data", "alibaba-hourly", "--out", "{d}"), "--out")
     case("cli-flags", "simulate-policy-unknown", ("simulate", "--policy", "nope"), "nope")
-    case("cli-flags", "simulate-pools-unknown", ("simulate", "--trace", "ref-toy", "--pools", "H9",
-                                                 "--policy", "yarn-cs"), "H9")
+    case("cli-flags", "simulate-pools-unknown", ("simulate", "--trace", "{d}/toy", "--pools", "H9",
+                                                 "--policy", "yarn-cs"), "H9", make=_toy)
     case("cli-flags", "simulate-trace-missing", ("simulate", "--trace", "{d}/nothing"), "nothing")
     case("cli-flags", "simulate-trace-unknown-name", ("simulate", "--trace", "tiny"), "tiny")
     case("cli-flags", "simulate-window-reversed",
-         ("simulate", "--trace", "ref-toy", "--window", "2024-03-12", "2024-03-11"), "window")
+         ("simulate", "--trace", "{d}/toy", "--window", "2024-03-12", "2024-03-11"), "window", make=_toy)
     case("cli-flags", "simulate-window-garbage",
-         ("simulate", "--trace", "ref-toy", "--window", "someday", "2024-03-11"), "window")
+         ("simulate", "--trace", "{d}/toy", "--window", "someday", "2024-03-11"), "window", make=_toy)
     case("cli-flags", "simulate-window-outside-trace",
-         ("simulate", "--trace", "ref-toy", "--policy", "yarn-cs", "--window", "2030-01-01",
-          "2030-01-02"), "window")
+         ("simulate", "--trace", "{d}/toy", "--policy", "yarn-cs", "--window", "2030-01-01",
+          "2030-01-02"), "window", make=_toy)
     case("cli-flags", "simulate-replay-garbage",
-         ("simulate", "--trace", "ref-toy", "--replay-from", "later"), "replay")
+         ("simulate", "--trace", "{d}/toy", "--replay-from", "later"), "replay", make=_toy)
     for v in ("0", "-1", "inf", "nan", "1e300"):
         case("cli-flags", f"solve-time-limit-{v}", ("solve", str(TINY_INSTANCE), "--time-limit", v),
              "--time-limit")
@@ -124,15 +129,15 @@ def _flag_cases() -> None:
     case("cli-flags", "backtest-data-missing",
          ("forecast", "backtest", "--data", "{d}/none.csv", "--out", "{d}/bt"), "none.csv")
     case("cli-flags", "series-columns-on-a-trace",
-         ("forecast", "series", "--data", "ref-toy", "--time-col", "t", "--out", "{d}/s.csv"),
-         "--time-col")
+         ("forecast", "series", "--data", "{d}/toy", "--time-col", "t", "--out", "{d}/s.csv"),
+         "--time-col", make=_toy)
     for v in ("0", "-1", "2", "nan"):
         case("cli-flags", f"synth-scale-{v}", ("trace", "synth", "--out", "{d}/s", "--scale", v),
              "--scale")
     case("cli-flags", "synth-setup-unknown", ("trace", "synth", "--out", "{d}/s", "--setup", "x"),
          "'x'")
     case("cli-flags", "stats-targets-missing",
-         ("trace", "stats", "ref-toy", "--targets", "{d}/none.json"), "--targets")
+         ("trace", "stats", "{d}/toy", "--targets", "{d}/none.json"), "--targets", make=_toy)
     case("cli-flags", "stats-source-missing", ("trace", "stats", "{d}/none"), "none")
     case("cli-flags", "verify-missing", ("trace", "verify", "{d}/none.csv"), "none.csv")
     case("cli-flags", "sweep-workers-0", ("sweep", "{d}/spec.toml", "--workers", "0"), "--workers",

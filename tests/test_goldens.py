@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import pytest
 from goldens import cases, recorded
+from standins import needs_ref_toy
 
 RECORDED = recorded()
 
 
 def _params(which: str) -> list[object]:
     marks = [pytest.mark.slow] if which == "slow" else []
-    return [pytest.param(name, fn, id=name, marks=marks) for name, fn in cases(which).items()]
+    return [pytest.param(name, fn, id=name,
+                         marks=[*marks, *([needs_ref_toy] if "ref-toy" in name else [])])
+            for name, fn in cases(which).items()]
 
 
 @pytest.mark.parametrize(("name", "digest"), [*_params("fast"), *_params("slow")])

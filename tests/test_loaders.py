@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from standins import needs_ref_toy, write_alibaba_standin
 
 from gfs_opt import cli
 from gfs_opt.errors import GfsError, InputError
@@ -33,7 +34,7 @@ from gfs_opt.traces.openb import load_openb
 from gfs_opt.traces.verify import JOB_FILE_SHA256, verify_job_file
 
 DATA = data_dir()
-REF_TOY = ref_toy_dir()                              # shipped as package data
+REF_TOY = ref_toy_dir()                              # in the data folder, not shipped
 ALIBABA_NODES = alibaba_dir() / "node_info_df.csv"    # shipped as package data
 OPENB = DATA / "alibaba-openb-gpu-v2023"
 CHRONUS = DATA / "chronus-philly-slo" / "trace_job_Philly_MIX1.csv"
@@ -78,6 +79,7 @@ def assert_trace_sane(trace) -> None:
 
 
 # ---- real files ------------------------------------------------------------------------------
+@needs_ref_toy
 def test_ref_toy_folder() -> None:
     t0 = time.perf_counter()
     trace = load_alibaba(REF_TOY)
@@ -188,13 +190,31 @@ def test_worker_split() -> None:
 
 
 def test_load_trace_dispatch(tmp_path: Path) -> None:
-    assert load_trace(REF_TOY).name == "ref-toy"
-    assert len(load_trace(REF_TOY / "job_info_df.csv").jobs) == 3601
+    toy = write_alibaba_standin(tmp_path / "toy")
+    assert load_trace(toy).name == "toy"
+    n_jobs = (toy / "job_info_df.csv").read_text().count("\n") - 1
+    assert len(load_trace(toy / "job_info_df.csv").jobs) == n_jobs
     with pytest.raises(InputError, match="no such file"):
         load_trace(tmp_path / "nothing.csv")
     (tmp_path / "other.csv").write_text("a\n1\n")
     with pytest.raises(InputError, match="unrecognised trace file"):
         load_trace(tmp_path / "other.csv")
+
+
+@needs_ref_toy
+def test_load_trace_dispatch_ref_toy() -> None:
+    assert load_trace(REF_TOY).name == "ref-toy"
+    assert len(load_trace(REF_TOY / "job_info_df.csv").jobs) == 3601
+
+
+def test_ref_toy_without_data_folder_is_one_line_error(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GFS_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(InputError) as err:
+        load_trace("ref-toy")
+    msg = str(err.value)
+    assert "\n" not in msg and str(tmp_path / "nowhere" / "ref-toy") in msg
+    assert "GFS_DATA_DIR" in msg and "does not ship" in msg
 
 
 @needs_openb

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from standins import write_alibaba_standin, write_chronus_standin
 from test_data_fetch import GOOD, serve
 from test_fuzz_cli import alarm
 
@@ -77,6 +78,9 @@ QUICK: list[Rule] = [
          r"\$GFS_DATA_DIR/chronus-philly-slo/trace_job_Philly_MIX1\.csv", "trace_job_standin.csv",
          "the Chronus trace is an optional input in $GFS_DATA_DIR (never in the repository); a "
          "stand-in in its format (`write_chronus_standin`) goes through the same loader"),
+    Rule(r"--trace ref-toy\b", r"--trace ref-toy\b", "--trace ref-toy-standin",
+         "ref-toy is read from $GFS_DATA_DIR (never in the repository); a stand-in folder in its "
+         "schema and shape (`write_alibaba_standin`) goes through the same loader"),
     Rule(r"^gfs-opt sweep examples/sweep-paper-a100\.toml(?!.*--dry-run)",
          r"examples/sweep-paper-a100\.toml", "examples/sweep-small.toml",
          "45 month-long simulations; the small example runs the same engines in seconds"),
@@ -166,6 +170,7 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("GFS_DATA_DIR", str(tmp_path / "no-data-here"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     write_chronus_standin(tmp_path / "trace_job_standin.csv")
+    write_alibaba_standin(tmp_path / "ref-toy-standin")
     with serve() as (_state, url):
         import gfs_opt.fetch as fetch_mod
         import gfs_opt.traces.verify as verify_mod
@@ -176,16 +181,6 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
                                               ds.companions, ds.about))
         monkeypatch.setattr(verify_mod, "JOB_FILE_SHA256", GOOD)
         yield tmp_path
-
-
-def write_chronus_standin(path: Path, n: int = 120) -> Path:
-    """A Chronus-format trace (`trace_job_*.csv` columns): strict and best-effort jobs over ~5 h."""
-    head = ("job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,"
-            "expect_time_list,expect_value_list,best_effort,job_type\n")
-    rows = [f"{i},vc{i % 4},{(1, 2, 4, 8)[i % 4]},{150 * i},1,m,{600 + 40 * (i % 9)},1,1,1,"
-            f"{int(i % 3 == 0)},{'best' if i % 3 == 0 else 'strict'}\n" for i in range(n)]
-    path.write_text(head + "".join(rows))
-    return path
 
 
 def _params() -> list[object]:

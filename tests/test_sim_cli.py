@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from standins import needs_ref_toy
 from tiny_trace import write_tiny_trace
 
 from gfs_opt.cli import main
 from gfs_opt.paths import ref_toy_dir
 
-REF_TOY = ref_toy_dir()   # shipped as package data
+REF_TOY = ref_toy_dir()   # in the data folder, not shipped
 
 
 @pytest.fixture
@@ -36,6 +37,7 @@ def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
         assert f in lines[0], (f, lines[0])
 
 
+@needs_ref_toy
 def test_simulate_ref_toy_window(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "simulate", "--trace", str(REF_TOY), "--policy", "yarn-cs",
                              "--window", "2024-03-11", "2024-03-13", "--no-progress")

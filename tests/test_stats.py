@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from standins import needs_ref_toy
 
 from gfs_opt.traces.base import JOB_COLUMNS, Trace
 from gfs_opt.traces.stats import calibration_report, format_report, trace_stats
@@ -153,6 +154,7 @@ def test_format_report_is_an_aligned_table(tmp_path: Path):
     assert "FAIL" in text and f"/{len(report)} checks within tolerance" in text
 
 
+@needs_ref_toy
 def test_stats_of_a_real_file_trace():
     from gfs_opt.traces.load import load_trace
 

@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("simulate", help="replay a trace through one policy")
     s.add_argument("--trace", default="small",
                    help="folder with node_info_df.csv + job_info_df.csv, a trace file, or a "
-                        "built-in name (small, paper-a100, synthetic, ref-toy)")
+                        "built-in name (small, paper-a100, synthetic; ref-toy from $GFS_DATA_DIR)")
     s.add_argument("--policy", default="gfs",
                    help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs)"))
     s.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,

@@ -5,7 +5,7 @@ Recognised sources, in the order they are tried:
    a path to a job_info_df.csv means its folder;
 2. a file named ``openb_pod_list*.csv`` → Alibaba 2023 GPU-sharing pods (`load_openb`);
 3. a file named ``trace_job_*.csv`` → Chronus's Philly-derived trace (`load_chronus`);
-4. ``ref-toy`` → the reference toy trace shipped in ``gfs_opt/data``;
+4. ``ref-toy`` → the reference toy trace in the data folder (``$GFS_DATA_DIR/ref-toy``);
 5. any other name → `gfs_opt.traces.synth.builtin_trace` (synthetic traces, seeded).
 """
 
@@ -32,10 +32,19 @@ def load_trace(source: str | Path, *, seed: int = 0) -> Trace:
         return _load_path(path)
     text = str(source)
     if text == REF_TOY:
-        return load_alibaba(ref_toy_dir(), name=REF_TOY)
+        return _ref_toy()
     if isinstance(source, Path) or "/" in text or text.endswith(".csv"):
         raise InputError(path, f"no such file or folder (expected {ACCEPTED})")
     return _builtin(text, seed)
+
+
+def _ref_toy() -> Trace:
+    folder = ref_toy_dir()
+    if not (folder / JOB_FILE).is_file():
+        raise InputError(folder, "the ref-toy trace is not there: it is read from the data folder "
+                                 "($GFS_DATA_DIR/ref-toy, default ../shared/data/ref-toy beside the "
+                                 "repository) and does not ship with the package; set GFS_DATA_DIR")
+    return load_alibaba(folder, name=REF_TOY)
 
 
 def _load_path(path: Path) -> Trace:
