@@ -194,7 +194,7 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path) -> list[Path]:
         ax.set_xlabel("LP queueing time (s)")
         ax.set_ylabel("CDF")
         ax.set_title(f"LP JQT, {load} load")
-        ax.legend()
+        ax.legend(loc="lower right")   # a fixed place: "best" scans every point (slow, warns)
         written.append(_save(fig, out / f"lp_jqt_cdf_{load}.png"))
 
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -208,7 +208,7 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path) -> list[Path]:
         ax.set_xlabel("hours into the window")
         ax.set_ylabel("GPU allocation % (1 h mean)")
         ax.set_title(f"Allocation over time, {load} load")
-        ax.legend()
+        ax.legend(loc="lower left", fontsize=7)
         written.append(_save(fig, out / f"allocation_{load}.png"))
 
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -221,7 +221,7 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path) -> list[Path]:
         ax.set_xticks(np.arange(len(pools)) + 0.4 - width / 2, pools, rotation=15)
         ax.set_ylabel("LP eviction rate %")
         ax.set_title(f"Eviction rate by pool, {load} load")
-        ax.legend()
+        ax.legend(loc="upper right", fontsize=7)
         written.append(_save(fig, out / f"eviction_by_pool_{load}.png"))
     return written
 
