@@ -3,6 +3,8 @@ Stan returned for the same inputs; a broken or disabled cache only costs time.""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,32 @@ def test_cache_round_trip_corrupt_files_and_off(tmp_path: Path,
     assert pf.FitCache.from_env().folder is None
     monkeypatch.setenv("GFS_FIT_CACHE", str(tmp_path / "elsewhere"))
     assert pf.FitCache.from_env().folder == tmp_path / "elsewhere"
+
+
+def test_a_fit_in_flight_is_computed_once(tmp_path: Path) -> None:
+    """A second process (here: a thread with its own cache object and file handle) asking for a
+    fit that another one is computing waits for it and gets its result."""
+    params = {"k": np.array([[0.5]])}
+    a, b = pf.FitCache(tmp_path / "c"), pf.FitCache(tmp_path / "c")
+    order: list[tuple[str, bool]] = []
+
+    def second() -> None:
+        with b.computing("ab12") as done:
+            order.append(("b", done is not None))
+
+    with a.computing("ab12") as done:
+        assert done is None
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(0.3)
+        assert t.is_alive() and not order               # waiting on the lock
+        a.put("ab12", params)
+        order.append(("a", True))
+    t.join(10)
+    assert order == [("a", True), ("b", True)] and b.hits == 1
+    assert not list((tmp_path / "c").rglob("*.lock"))    # lock files do not pile up
+    with pf.FitCache(None).computing("ab12") as done:    # no folder: nothing to wait for
+        assert done is None
 
 
 def _fit_twice(hist: pd.DataFrame) -> tuple[ProphetForecaster, list[pd.DataFrame]]:

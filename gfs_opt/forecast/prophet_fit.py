@@ -18,6 +18,9 @@ result is also kept by content (`FitCache`): GFS and the `+sqa` baselines of one
 the same HP histories — identical before the first LP job and wherever LP never delayed HP — and
 a re-run fits nothing again. The key hashes the exact JSON handed to Stan plus the Prophet,
 cmdstanpy and model versions, so a hit returns what Stan would have returned.
+Processes sharing the folder (the workers of `compare` or a sweep) also share work in flight: a
+fit is computed under an exclusive lock on its key, so a second process asking for the same fit
+waits for the first one's result instead of computing it again (`FitCache.computing`).
 ``GFS_FIT_CACHE`` names the folder (default ``$XDG_CACHE_HOME/gfs-opt/prophet-fits``, i.e.
 ``~/.cache/...``); ``GFS_FIT_CACHE=off`` turns it off (the speed benchmarks do, to measure fits).
 """
@@ -37,6 +40,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+try:
+    import fcntl
+except ImportError:       # not POSIX: no cross-process locks (see FitCache.computing)
+    fcntl = None  # type: ignore[assignment]
 
 _MAX_FEATURES = 16    # feature matrices kept per refit (one per distinct window; usually one)
 _MAX_MEMO = 4096      # fits kept in memory per process (a few KB each)
@@ -65,12 +73,7 @@ class FitCache:
     def get(self, key: str) -> dict[str, np.ndarray] | None:
         params = self.memo.get(key)
         if params is None and self.folder is not None:
-            path = self.folder / key[:2] / f"{key}.npz"
-            try:
-                with np.load(path, allow_pickle=False) as npz:
-                    params = {name: npz[name] for name in npz.files}
-            except (OSError, ValueError, EOFError):
-                params = None
+            params = self._read(key)
             if params is not None:
                 self._remember(key, params)
         if params is None:
@@ -78,6 +81,42 @@ class FitCache:
             return None
         self.hits += 1
         return {name: value.copy() for name, value in params.items()}
+
+    @contextlib.contextmanager
+    def computing(self, key: str) -> Iterator[dict[str, np.ndarray] | None]:
+        """Hold ``key``'s lock while computing it; yields the parameters if another process
+        stored them meanwhile (then there is nothing to compute). Without a folder, or where file
+        locks are unavailable, yields None at once: the worst case is the same fit twice."""
+        if self.folder is None or fcntl is None:
+            yield None
+            return
+        lock = self.folder / key[:2] / f"{key}.lock"
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(lock, "a")  # noqa: SIM115 - closed below, after the unlock
+        except OSError:
+            yield None
+            return
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            done = self._read(key)
+            if done is not None:
+                self._remember(key, done)
+                self.misses -= 1           # counted by get(); it turned out to be a hit
+                self.hits += 1
+            yield done
+        finally:
+            with contextlib.suppress(OSError):
+                lock.unlink()               # a racing process at worst computes the fit again
+            fh.close()                      # releases the lock
+
+    def _read(self, key: str) -> dict[str, np.ndarray] | None:
+        assert self.folder is not None
+        try:
+            with np.load(self.folder / key[:2] / f"{key}.npz", allow_pickle=False) as npz:
+                return {name: npz[name] for name in npz.files}
+        except (OSError, ValueError, EOFError):
+            return None
 
     def put(self, key: str, params: dict[str, np.ndarray]) -> None:
         self._remember(key, {name: np.array(v) for name, v in params.items()})
@@ -201,10 +240,19 @@ def _backend_class() -> type:
                 digest.update(b"\0")
             key = digest.hexdigest()
             cache = fit_cache()
+            self.stan_fit = None             # on a hit only the parameters are kept
             params = cache.get(key)
-            if params is not None:
-                self.stan_fit = None         # only the parameters are kept
-                return params
+            if params is None:
+                with cache.computing(key) as done:
+                    if done is None:
+                        params = self._optimize(data_json, inits_json, algorithm, kwargs)
+                        cache.put(key, params)
+                    else:
+                        params = {name: value.copy() for name, value in done.items()}
+            return params
+
+        def _optimize(self, data_json: str, inits_json: str, algorithm: str,
+                      kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
             with _json_file(data_json) as dpath, _json_file(inits_json) as ipath:
                 args: dict[str, Any] = {"data": dpath, "inits": ipath, "algorithm": algorithm,
                                         "iter": int(1e4)}
@@ -220,7 +268,6 @@ def _backend_class() -> type:
                                              self.stan_fit.optimized_params_np)
             for par in params:
                 params[par] = params[par].reshape((1, -1))
-            cache.put(key, params)
             return params
 
     return SharedBackend
