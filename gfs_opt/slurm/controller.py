@@ -22,7 +22,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import pandas as pd
 
@@ -70,10 +70,11 @@ class ControllerConfig:
 
 
 class ActionLog:
-    """JSON lines, flushed at once (the replay and the tests read them while we run)."""
+    """JSON lines, each appended and closed at once: the replay and the tests read them while we
+    run, and no handle outlives the controller."""
 
     def __init__(self, path: Path | None, echo: bool) -> None:
-        self.fh: TextIO | None = open(path, "a") if path else None   # noqa: SIM115
+        self.path = path
         self.echo = echo
         self.clock: TraceClock | None = None
 
@@ -83,9 +84,9 @@ class ActionLog:
                "t": None if self.clock is None else round(self.clock.trace(now), 1),
                "action": action, "reason": reason, **fields}
         line = json.dumps(rec, default=_jsonable)
-        if self.fh is not None:
-            self.fh.write(line + "\n")
-            self.fh.flush()
+        if self.path is not None:
+            with open(self.path, "a") as fh:
+                fh.write(line + "\n")
         if self.echo:
             print(line, flush=True)
 

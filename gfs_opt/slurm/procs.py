@@ -50,8 +50,19 @@ def alive(rec: ProcRecord) -> bool:
 
 
 def _reap(pid: int) -> None:
+    child = _STARTED.pop(pid, None)
+    if child is not None:            # ours: its handle collects the exit status
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
+        return
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+#: daemons started by this process, by PID: they outlive a `slurm up` on purpose, but while this
+#: process lives it holds their handles (no "still running" warning when one is dropped) and
+#: `stop` reaps them (no zombie left behind)
+_STARTED: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def start(name: str, argv: list[str], log: Path, env: dict[str, str],
@@ -64,6 +75,7 @@ def start(name: str, argv: list[str], log: Path, env: dict[str, str],
                                  env=env, cwd=cwd, start_new_session=True)
         except FileNotFoundError:
             raise GfsError(f"cannot start {name}: {argv[0]} not found") from None
+    _STARTED[p.pid] = p
     st = None
     for _ in range(50):   # /proc entry appears at once; the loop only guards odd kernels
         st = _stat(p.pid)
@@ -83,12 +95,17 @@ def stop(rec: ProcRecord, timeout_s: float = 10.0) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not alive(rec):
+            _reap(rec.pid)
             return "stopped"
         time.sleep(0.1)
     if alive(rec):
         os.kill(rec.pid, signal.SIGKILL)
         time.sleep(0.2)
-    return "killed" if not alive(rec) else "still running"
+    if alive(rec):
+        return "still running"
+    _reap(rec.pid)
+    return "killed"
+
 
 
 def load(folder: Path) -> list[ProcRecord]:
