@@ -236,6 +236,25 @@ def test_prophet_shared_fit_is_bit_identical_to_plain_prophet() -> None:
         pd.testing.assert_frame_equal(a, b)
 
 
+def test_prediction_frame_equals_prophets_setup_dataframe() -> None:
+    """The shortcut `_yhat` takes around ``setup_dataframe`` gives the same ``t`` and ``floor``,
+    bit for bit, on and off the training window."""
+    from gfs_opt.forecast.prophet_model import _prediction_frame
+
+    hist, _ = frame(24 * 10, n_series=1, weekly=4.0)
+    model = ProphetForecaster(calibration_days=0)
+    model.fit(hist)
+    m = next(iter(model.states_.values())).model
+    for start, n in ((T0, 24 * 10), (T0 - pd.Timedelta(hours=5), 7),
+                     (T0 + pd.Timedelta(days=9, hours=13), 24 * 40 + 3)):
+        ds = pd.date_range(start, periods=n, freq="h")
+        ours = _prediction_frame(m, ds)
+        theirs = m.setup_dataframe(pd.DataFrame({"ds": ds}))
+        for col in ("t", "floor"):
+            np.testing.assert_array_equal(ours[col].to_numpy(), theirs[col].to_numpy())
+        np.testing.assert_array_equal(m.predict_trend(ours), m.predict_trend(theirs))
+
+
 def test_lead_spreads_measure_rms_and_empirical_quantiles() -> None:
     rng = np.random.default_rng(0)
     big = np.column_stack([rng.normal(0, 1, 4000), rng.exponential(2.0, 4000)])
