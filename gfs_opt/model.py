@@ -432,6 +432,9 @@ class Round:
     # policy can tell that nothing was freed since it last looked (`policies.base.FitMemo`)
     released: dict[str, int] | None = None
     hp_released: dict[str, int] | None = None
+    # pools where something changed since the last pass (arrivals, releases): a greedy pass
+    # visits only these (None: every pool — a quota refresh, a standalone round)
+    dirty_pools: frozenset[str] | None = None
 
     def pool_status(self, pool: str) -> PoolStatus:
         st = self.pools.get(pool)

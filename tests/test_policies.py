@@ -17,12 +17,15 @@ from gfs_opt.model import (
     Round,
     RunningJob,
 )
+from gfs_opt.pending import PTS_ORDER
 from gfs_opt.policies import POLICIES, make_policy, options_for
-from gfs_opt.policies.base import Policy, lp_pass
+from gfs_opt.policies.base import Policy
 from gfs_opt.policies.chronus import ChronusPolicy
 from gfs_opt.policies.fgd import FGDPolicy, whole_fragmentation
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.policies.yarn_cs import YarnCSPolicy
+from gfs_opt.preempt.scoring import BEST_FIT
+from gfs_opt.quota.admission import lp_pass
 
 HP, LP = JobClass.HP, JobClass.LP
 
@@ -281,7 +284,7 @@ def test_lp_pass_admits_within_quota(rnd: Round) -> None:
     lp_now = {p: int(st_.pool_lp[i]) for i, p in enumerate(st_.pools)}
     d = Decision()
     st_.begin()
-    lp_pass(rnd, d, quotas=rnd.quotas)
+    lp_pass(rnd, d, order=PTS_ORDER, placer=BEST_FIT, quotas=rnd.quotas)
     st_.rollback()
     st_.commit()
     assert d.victims == []

@@ -22,9 +22,10 @@ from gfs_opt.model import (
     PoolStatus,
     Round,
 )
+from gfs_opt.pending import QueueOrder
 from gfs_opt.policies import POLICIES, family, make_policy, options_for, settable_options
-from gfs_opt.policies.base import lp_pass
-from gfs_opt.quota.admission import quota_wait
+from gfs_opt.preempt.scoring import BEST_FIT
+from gfs_opt.quota.admission import lp_pass, quota_wait
 from gfs_opt.quota.rule import QUOTA_WAIT_S, demand_bound, free_of_hp, pool_quota, update_eta
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import SimConfig, Simulator
@@ -178,7 +179,8 @@ def test_fifo_head_refused_by_the_quota_blocks_only_until_its_timeout() -> None:
         rnd = pending_round([big, small], time=waited)
         d = Decision()
         rnd.state.begin()
-        lp_pass(rnd, d, quotas=quotas, fifo=True, head_of_line=True, hol_timeout_s=3600.0)
+        lp_pass(rnd, d, order=QueueOrder(fifo=True, head_of_line=True, hol_timeout_s=3600.0),
+                placer=BEST_FIT, quotas=quotas)
         rnd.state.rollback()
         rnd.state.commit()
         assert list(d.placements) == placed, waited

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gfs_opt.instance import save_round
 from gfs_opt.model import MILLI, Round
+from gfs_opt.preempt.hp_pass import greedy_preemption
+from gfs_opt.quota.admission import greedy_admission
 from gfs_opt.sim.engine import Simulator
 
 
@@ -63,17 +66,11 @@ class ContestedRoundDump:
     @staticmethod
     def confirmed(rnd: Round, kind: str) -> bool:
         if kind == "preemption":
-            from gfs_opt.preempt.greedy import hp_pass
-
-            return bool(hp_pass(rnd).victims)
-        from gfs_opt.quota.admission import greedy_admission
-
+            return bool(greedy_preemption(rnd).victims)
         admitted = greedy_admission(rnd)
         return 0 < len(admitted) < len(rnd.pending_lp)
 
     def __call__(self, sim: Simulator) -> None:
-        from gfs_opt.instance import save_round
-
         t = sim.round.time
         if t < self.after or t - self._last < self.every_s:
             return

@@ -130,6 +130,12 @@ class SpotQuota:
         self.quotas = {**(self.quotas or {}), **quotas}
         return dict(self.quotas)
 
+    def standalone_quotas(self, rnd: Round) -> Quotas:
+        """The quotas in force on a standalone round: the rule on the round's forecast and η
+        (η = 1 when not ``adaptive``, as every refresh in the simulator sets it)."""
+        eta = None if self.adaptive else dict.fromkeys(rnd.state.pools, 1.0)
+        return rule_quotas(rnd, eta)
+
     def in_force(self) -> Quotas | None:
         """The quotas an LP pass applies now (None: no quota)."""
         return self.quotas or None

@@ -31,8 +31,8 @@ from gfs_opt.model import (
     Round,
     RunningJob,
 )
+from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
-from gfs_opt.sim.queues import PendingQueue
 from gfs_opt.sim.recorder import Recorder
 from gfs_opt.traces.base import Trace
 
@@ -336,7 +336,7 @@ class Simulator:
         rnd = self.round
         rnd.time = t
         rnd.quota_due = quota_due
-        rnd.dirty_pools = None if quota_due else set(self.dirty)  # type: ignore[attr-defined]
+        rnd.dirty_pools = None if quota_due else frozenset(self.dirty)
         if self.on_round is not None:
             self.on_round(self)
         self.state.begin()
