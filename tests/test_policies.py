@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import rounds
@@ -174,13 +176,11 @@ def test_lp_jobs_never_preempt() -> None:
 def test_gfs_quota_blocks_lp_and_keeps_going_with_smaller_jobs() -> None:
     b = RoundBuilder(8)
     b.pend(job(1, LP, 4000, submit=1.0)).pend(job(2, LP, 2000, submit=2.0))
-    rnd = b.build()
-    rnd.quota_due = True
+    rnd = replace(b.build(), quota_due=False)
     pol = GFSPolicy(quota="rule", forecaster="week-peak")
     pol.reset(rnd.state, rnd.params)
     assert pol.spot is not None
     pol.spot.quotas = {("A100", 1.0): 3000}          # as if the last refresh gave 3 GPUs
-    rnd.quota_due = False
     rnd.state.begin()
     d = pol.decide(rnd)
     rnd.state.rollback()

@@ -4,6 +4,7 @@ the quota lifted after the scored window, the `+sqa` baselines, and what the quo
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from statistics import NormalDist
 
 import numpy as np
@@ -227,7 +228,7 @@ def simulate(policy_name: str, forecast: FixedForecast, params: Params, window: 
     assert policy.spot is not None
     policy.spot.provider = forecast
     if start_eta is not None:
-        sim.pool_status["A100"].eta = start_eta
+        sim.pool_status["A100"] = replace(sim.pool_status["A100"], eta=start_eta)
     sim.run()
     return sim
 

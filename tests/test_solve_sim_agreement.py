@@ -63,37 +63,31 @@ def cut_rounds(setup: str, policy: str, seed: int, load: float) -> list[Cut]:
     opts = options_for(policy, {"forecaster": "ets"})
     spec = RunSpec.from_setup(setup, policy=policy, seed=seed, lp_load=load, policy_options=opts)
     trace, lo, hi = prepare_trace(spec)
-    pol = make_policy(policy, **opts)
-    sim = Simulator(trace, pol, Params(), SimConfig(eval_start=lo, eval_end=hi))
+    sim = Simulator(trace, make_policy(policy, **opts), Params(),
+                    SimConfig(eval_start=lo, eval_end=hi))
     cuts: list[Cut] = []
     counts = {"victims": 0, "lp": 0}
     held: list[Round] = []
 
-    def on_round(s: Simulator) -> None:
+    def on_round(rnd: Round) -> bool:
         held.clear()
-        rnd = s.round
         if (lo <= rnd.time < hi and not rnd.quota_due
-                and ((len(s.hp_q) and counts["victims"] < WANT)
-                     or (len(s.lp_q) and counts["lp"] < WANT))):
-            held.append(s.snapshot())
+                and ((len(rnd.pending_hp) and counts["victims"] < WANT)
+                     or (len(rnd.pending_lp) and counts["lp"] < WANT))):
+            held.append(rnd.copy())
+        return min(counts.values()) >= WANT
 
-    decide = pol.decide
+    def on_decision(rnd: Round, d: Decision) -> None:
+        if not held:
+            return
+        before = held[0]
+        kind = ("victims" if d.victims else
+                "lp" if any(not before.jobs[j].is_hp for j in d.placements) else None)
+        if kind is not None and counts[kind] < WANT:
+            counts[kind] += 1
+            cuts.append(Cut(before, d))
 
-    def recording_decide(rnd: Round) -> Decision:
-        d = decide(rnd)
-        if held:
-            before = held[0]
-            kind = ("victims" if d.victims else
-                    "lp" if any(not before.jobs[j].is_hp for j in d.placements) else None)
-            if kind is not None and counts[kind] < WANT:
-                counts[kind] += 1
-                cuts.append(Cut(before, d))
-            if min(counts.values()) >= WANT:
-                sim.stop_requested = True
-        return d
-
-    pol.decide = recording_decide  # type: ignore[method-assign]
-    sim.on_round = on_round
+    sim.on_round, sim.on_decision = on_round, on_decision
     sim.run()
     return cuts
 

@@ -87,7 +87,7 @@ def _solve(args: argparse.Namespace) -> int:
     if args.method != "greedy" or args.export:
         _refuse_huge(args, len(rnd.pending_lp), len(rnd.pending_hp))
     if args.hard_guarantee:   # on the round itself, so the checker judges the greedy by it too
-        rnd.params = dataclasses.replace(rnd.params, hard_guarantee=True)
+        rnd = dataclasses.replace(rnd, params=dataclasses.replace(rnd.params, hard_guarantee=True))
     popts = PreemptOptions(candidates=args.candidates)
     if args.export:
         return _export(rnd, args, popts)

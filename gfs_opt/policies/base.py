@@ -1,7 +1,9 @@
 """One interface for every scheduling policy (in the spirit of Gavel's policies).
 
-A policy turns a `Round` into a `Decision`. It may plan on ``round.state`` (the engine records the
-changes and rolls them back before applying the returned decision through its own checks), but it
+A policy turns a `Round` into a `Decision`. The round is read-only (see `gfs_opt.model`): the
+policy may plan on ``round.state`` (the engine records the changes and rolls them back before
+applying the returned decision through its own checks), and everything else it wants changed —
+quotas, η, forecasts — goes into the decision; what it must remember lives in the policy. It
 never reaches into the simulator. Hooks let it see HP usage history and the daily clock.
 
 A greedy policy's round is three steps: the quotas in force (`quotas_for_pass`), the HP pass

@@ -13,6 +13,7 @@ every refresh.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from gfs_opt.model import MILLI, ClusterState, Decision, Job, Round, RunningJob
@@ -85,8 +86,13 @@ class GFSMilpPolicy(GFSPolicy):
         quotas = super().quotas_for_pass(rnd, decision)
         if (due and quotas and self.spot is not None and self.quota_method == "milp"
                 and len(rnd.pending_lp)):
-            sub = standalone_round(rnd, pending_hp=[])
-            sub.quotas = dict(quotas)
+            # the refresh's forecasts and HP history, the η the round came with
+            pools = {p: replace(st, has_hp_history=decision.hp_history.get(p, st.has_hp_history))
+                     for p, st in rnd.pools.items()} if decision.hp_history else rnd.pools
+            fresh = replace(rnd, pools=pools, quotas=dict(quotas),
+                            forecasts=rnd.forecasts if decision.forecasts is None
+                            else decision.forecasts)
+            sub = standalone_round(fresh, pending_hp=[])
             res = solve_quota(sub, QuotaOptions(pack=False), self.solver)
             quotas = self.spot.override(res.quotas)
             decision.quotas = dict(quotas)

@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from gfs_opt.errors import GfsError
@@ -132,18 +131,16 @@ class GfsBrain:
         if self.policy.spot is not None:
             self.policy.spot.refresh(rnd, decision)
         lifted = self.policy.spot is not None and self.policy.spot.lifted
+        forecasts = rnd.forecasts if decision.forecasts is None else decision.forecasts
         return QuotaUpdate(dict(decision.quotas or {}), dict(decision.eta or {}),
-                           dict(rnd.forecasts), decision.reports, lifted)
-
-    def set_node_evictions(self, rnd: Round, c1h: np.ndarray, c1d: np.ndarray) -> None:
-        rnd.node_evictions_1h, rnd.node_evictions_1d = c1h, c1d
+                           dict(forecasts), decision.reports, lifted)
 
     def victims(self, rnd: Round, exact: bool = False, time_limit: float = 2.0,
                 protect_windows: bool = True) -> VictimPlan:
         """Victims so that the pending HP jobs of ``rnd`` start. ``rnd.running`` must hold only
         the LP jobs that may be evicted; every other allocation in ``rnd.state`` is kept."""
-        # E(n) of no evictions: the brain's scores were never refreshed from the counts the
-        # controller hands it (kept as it was; see `set_node_evictions`)
+        # E(n) of no evictions: the brain never refreshed its scores from the eviction counts
+        # the controller puts in the round (kept as it was: a behaviour-neutral refactor)
         placer = (Placer(default_eviction_scores(rnd.state.n_nodes), use_history=True)
                   if self.policy.use_history else Placer(None, use_history=False))
         if not exact:
