@@ -251,10 +251,10 @@ def dump_command(name: str, out: Path) -> list[str]:
 
 def contest_key(rnd: Round, kind: str) -> tuple[int, int, float]:
     """How contested a round is (larger = more); see the module docstring."""
-    from gfs_opt.preempt.greedy import hp_pass
+    from gfs_opt.preempt.hp_pass import greedy_preemption
 
     n_lp = sum(1 for r in rnd.running.values() if r.job.cls is JobClass.LP)
-    size = len(hp_pass(rnd).victims) if kind == "preemption" else len(rnd.pending_lp)
+    size = len(greedy_preemption(rnd).victims) if kind == "preemption" else len(rnd.pending_lp)
     return size, n_lp, -rnd.time
 
 

@@ -4,12 +4,19 @@ GPU amounts are integer milli-GPUs (1 GPU = 1000) so that fractional sums never 
 A worker asking for ``g < 1000`` shares one GPU; a worker asking for ``g = k * 1000`` takes
 ``k`` distinct GPUs of one node. Every policy, exact or greedy, reads a `Round` and returns a
 `Decision`; the simulator and the instance files speak exactly these types.
+
+The contract between engine and policy: a `Round` is read-only for the policy (a frozen
+dataclass of read-only mappings and frozen records, valid for the pass it is handed in). The
+one exception is ``Round.state``, on which a pass plans tentatively: the engine records the
+changes and rolls them back before it applies the returned `Decision`. Everything a policy wants
+changed — placements, victims, quotas, η, forecasts, solver reports — travels in the `Decision`;
+what it needs to remember lives in the policy.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import pairwise
@@ -78,7 +85,7 @@ WorkerPlacement = tuple[int, tuple[int, ...]]
 Placement = tuple[WorkerPlacement, ...]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RunningJob:
     """A job holding GPUs. ``window_start`` is when its current guarantee window began."""
 
@@ -368,7 +375,7 @@ class PoolForecast:
                 raise ValueError("forecast samples must have shape (S, H)")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PoolStatus:
     """Feedback state of one pool: η, window outcomes (recent and since the window start)."""
 
@@ -381,7 +388,7 @@ class PoolStatus:
     has_hp_history: bool = True
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Params:
     """Knobs shared by the policies (defaults follow GFS-SPEC)."""
 
@@ -410,44 +417,68 @@ class Params:
         return self.restart_small_s if job.demand <= 8 * MILLI else self.restart_large_s
 
 
-@dataclass
+DEFAULT_POOL_STATUS = PoolStatus()
+
+
+@dataclass(frozen=True)
 class Round:
-    """One scheduling round: everything a policy may look at, and nothing else."""
+    """One scheduling round: everything a policy may look at, and nothing else (read-only; see
+    the module doc). Build a changed copy with `dataclasses.replace`."""
 
     time: float
     state: ClusterState
-    jobs: dict[int, Job]                 # every job the round mentions, by id
-    running: dict[int, RunningJob]
-    pending_hp: list[int]                # job ids, queue order as kept by the engine
-    pending_lp: list[int]
-    queued_since: dict[int, float] = field(default_factory=dict)  # last (re)queue time
-    forecasts: dict[str, PoolForecast] = field(default_factory=dict)
-    pools: dict[str, PoolStatus] = field(default_factory=dict)
-    quotas: dict[tuple[str, float], int] = field(default_factory=dict)  # (pool, class h) → milli
+    jobs: Mapping[int, Job]              # every job the round mentions, by id
+    running: Mapping[int, RunningJob]
+    # job ids; the engine hands its `gfs_opt.pending.PendingQueue`s (iterated in PTS order),
+    # instance files plain lists
+    pending_hp: Collection[int]
+    pending_lp: Collection[int]
+    queued_since: Mapping[int, float] = field(default_factory=dict)  # last (re)queue time
+    forecasts: Mapping[str, PoolForecast] = field(default_factory=dict)
+    pools: Mapping[str, PoolStatus] = field(default_factory=dict)
+    quotas: Mapping[tuple[str, float], int] = field(default_factory=dict)  # (pool, class h) → milli
     node_evictions_1h: np.ndarray | None = None
     node_evictions_1d: np.ndarray | None = None
     params: Params = field(default_factory=Params)
     quota_due: bool = False
     # releases per pool so far, counted by the simulator (all jobs / HP jobs only), so that a
-    # policy can tell that nothing was freed since it last looked (`policies.base.FitMemo`)
-    released: dict[str, int] | None = None
-    hp_released: dict[str, int] | None = None
+    # policy can tell that nothing was freed since it last looked (`preempt.fit_memo.FitMemo`)
+    released: Mapping[str, int] | None = None
+    hp_released: Mapping[str, int] | None = None
+    # pools where something changed since the last pass (arrivals, releases): a greedy pass
+    # visits only these (None: every pool — a quota refresh, a standalone round)
+    dirty_pools: frozenset[str] | None = None
 
     def pool_status(self, pool: str) -> PoolStatus:
-        st = self.pools.get(pool)
-        if st is None:
-            st = self.pools[pool] = PoolStatus()
-        return st
+        """The pool's feedback state (the defaults for a pool the round does not list)."""
+        return self.pools.get(pool, DEFAULT_POOL_STATUS)
 
     def evictions_1h(self) -> np.ndarray:
         if self.node_evictions_1h is None:
-            self.node_evictions_1h = np.zeros(self.state.n_nodes, dtype=np.int32)
+            return np.zeros(self.state.n_nodes, dtype=np.int32)
         return self.node_evictions_1h
 
     def evictions_1d(self) -> np.ndarray:
         if self.node_evictions_1d is None:
-            self.node_evictions_1d = np.zeros(self.state.n_nodes, dtype=np.int32)
+            return np.zeros(self.state.n_nodes, dtype=np.int32)
         return self.node_evictions_1d
+
+    def copy(self) -> Round:
+        """A standalone copy that shares nothing mutable with this round (e.g. to save as an
+        instance file): the state copied, only the jobs the round mentions, plain containers."""
+        pending_hp, pending_lp = list(self.pending_hp), list(self.pending_lp)
+        ids = [*self.running, *pending_hp, *pending_lp]
+        since = self.queued_since
+        return Round(
+            time=self.time, state=self.state.copy(), jobs={j: self.jobs[j] for j in ids},
+            running=dict(self.running), pending_hp=pending_hp, pending_lp=pending_lp,
+            queued_since={j: since[j] for j in [*pending_hp, *pending_lp] if j in since},
+            forecasts=dict(self.forecasts), pools=dict(self.pools), quotas=dict(self.quotas),
+            node_evictions_1h=None if self.node_evictions_1h is None
+            else self.node_evictions_1h.copy(),
+            node_evictions_1d=None if self.node_evictions_1d is None
+            else self.node_evictions_1d.copy(),
+            params=self.params, quota_due=self.quota_due)
 
 
 @dataclass(slots=True)
@@ -471,12 +502,15 @@ class SolveReport:
 
 @dataclass
 class Decision:
-    """What a policy wants changed: new placements, LP victims, refreshed quotas and η."""
+    """What a policy wants changed: new placements, LP victims, refreshed quotas, η and demand
+    forecasts (the engine hands them back in later rounds), and its solver reports."""
 
     placements: dict[int, Placement] = field(default_factory=dict)
     victims: list[int] = field(default_factory=list)
     quotas: dict[tuple[str, float], int] | None = None
     eta: dict[str, float] | None = None
+    forecasts: dict[str, PoolForecast] | None = None   # replace the round's forecasts
+    hp_history: dict[str, bool] | None = None          # PoolStatus.has_hp_history per pool
     reports: list[SolveReport] = field(default_factory=list)
     requeue: list[int] = field(default_factory=list)  # voluntary re-queues (e.g. Chronus leases)
 

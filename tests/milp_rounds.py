@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -125,21 +126,22 @@ def admission_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 8) 
     rnd = draw(contested_rounds(max_nodes=max_nodes, max_pending=1))
     pools = rnd.state.pools
     t = rnd.time
+    running, jobs, pending_lp = dict(rnd.running), dict(rnd.jobs), list(rnd.pending_lp)
+    forecasts = dict(rnd.forecasts)
     # free some capacity: drop a random share of the running LP jobs
-    for jid in sorted(rnd.running):
-        if rnd.running[jid].job.cls is JobClass.LP and draw(st.booleans()):
-            rnd.state.release(rnd.running.pop(jid).job)
-    jid = max(rnd.jobs) + 1
-    rnd.pending_hp = []
+    for jid in sorted(running):
+        if running[jid].job.cls is JobClass.LP and draw(st.booleans()):
+            rnd.state.release(running.pop(jid).job)
+    jid = max(jobs) + 1
     for _ in range(draw(st.integers(1, max_pending))):
         pool = draw(st.sampled_from(pools))
         lo, hi = rnd.state.pool_slice(pool)
         biggest = int(rnd.state.node_gpus[lo:hi].max())
         g = draw(st.sampled_from([s for s in _SIZES if s <= biggest * MILLI]))
-        rnd.jobs[jid] = Job(jid, "o", pool, JobClass.LP, g, draw(st.sampled_from([1, 1, 2])),
-                            t - draw(st.integers(0, 7200)), 1e4,
-                            guarantee_h=draw(st.sampled_from([1.0, 2.0, 4.0])))
-        rnd.pending_lp.append(jid)
+        jobs[jid] = Job(jid, "o", pool, JobClass.LP, g, draw(st.sampled_from([1, 1, 2])),
+                        t - draw(st.integers(0, 7200)), 1e4,
+                        guarantee_h=draw(st.sampled_from([1.0, 2.0, 4.0])))
+        pending_lp.append(jid)
         jid += 1
     for pool in pools:
         cap = rnd.state.capacity_gpus(pool)
@@ -150,6 +152,8 @@ def admission_rounds(draw: st.DrawFn, max_nodes: int = 4, max_pending: int = 8) 
         if draw(st.booleans()):
             rng = np.random.default_rng(draw(st.integers(0, 2**16)))
             samples = rng.normal(mean, std, size=(draw(st.integers(5, 40)), h))
-        rnd.forecasts[pool] = PoolForecast(mean, std, samples)
-    rnd.params = Params(guarantee_classes=(1.0, 2.0, 4.0), rho=draw(st.sampled_from([0.8, 0.9])))
-    return rnd
+        forecasts[pool] = PoolForecast(mean, std, samples)
+    return replace(rnd, running=running, jobs=jobs, pending_hp=[], pending_lp=pending_lp,
+                   forecasts=forecasts,
+                   params=Params(guarantee_classes=(1.0, 2.0, 4.0),
+                                 rho=draw(st.sampled_from([0.8, 0.9]))))

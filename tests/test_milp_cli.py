@@ -42,6 +42,21 @@ def test_single_method_and_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["preemption"]["milp"]["reports"][0]["solver"] == "ortools-cpsat"
 
 
+def test_greedy_steps_of_another_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--policy`` picks whose greedy passes answer: on tiny-09 GFS's two-pointer victims spare
+    the costlier LP gang that Lyra's reclaim cost breaks, and Lyra has no spot quota."""
+    path = str(INSTANCES / "tiny-09-two-pools.json")
+    docs = {}
+    for policy in ("gfs", "lyra"):
+        assert main(["solve", path, "--method", "greedy", "--policy", policy, "--json"]) == 0
+        docs[policy] = json.loads(capsys.readouterr().out)
+    gfs, lyra = (docs[p]["preemption"]["greedy"] for p in ("gfs", "lyra"))
+    assert gfs["victims"] != lyra["victims"]
+    assert docs["gfs"]["quota"]["greedy"]["quotas"] and not docs["lyra"]["quota"]["greedy"]["quotas"]
+    assert main(["solve", path, "--method", "greedy", "--policy", "lyra"]) == 0
+    assert "no spot quota" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("fmt", ["lp", "mps"])
 def test_export_writes_both_models(tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / f"round.{fmt}"
@@ -58,6 +73,8 @@ def test_export_writes_both_models(tmp_path: Path, fmt: str, capsys: pytest.Capt
     (["{bad}"], "cannot read"),
     ([str(TRAP), "--export", "lp"], "--export needs --out"),
     ([str(TRAP), "--time-limit", "0"], "argument --time-limit: 0 is out of range"),
+    ([str(TRAP), "--policy", "gfs-milp"], "policy 'gfs-milp' has no greedy steps"),
+    ([str(TRAP), "--policy", "nope"], "unknown policy 'nope'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

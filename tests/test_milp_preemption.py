@@ -14,7 +14,7 @@ from gfs_opt.crosscheck.pulp_models import solve_preemption_pulp
 from gfs_opt.instance import load_instance, load_round
 from gfs_opt.model import Decision, Round
 from gfs_opt.preempt import milp as pmilp
-from gfs_opt.preempt.greedy import hp_pass
+from gfs_opt.preempt.hp_pass import greedy_preemption
 from gfs_opt.preempt.milp import PreemptOptions, export_preemption, solve_preemption
 from gfs_opt.preempt.objective import check_decision, score
 from gfs_opt.solve import Outcome, SolverOptions
@@ -61,16 +61,16 @@ def test_greedy_gap_on_hand_made_traps() -> None:
     """The paper's g-only fail_size would skip a job that fits (tiny-07); the gang-aware rule
     does not. The two-pointer pass still evicts more than needed (tiny-02)."""
     trap = load_round(INSTANCES / "tiny-07-fail-size-trap.json")
-    g, m = score(trap, hp_pass(trap)), solve_preemption(trap, solver=EXACT).score
+    g, m = score(trap, greedy_preemption(trap)), solve_preemption(trap, solver=EXACT).score
     assert g.placed == m.placed and g.eviction_cost == m.eviction_cost
     pen = load_round(INSTANCES / "tiny-02-window-penalty.json")
-    g, m = score(pen, hp_pass(pen)), solve_preemption(pen, solver=EXACT).score
+    g, m = score(pen, greedy_preemption(pen)), solve_preemption(pen, solver=EXACT).score
     assert g.placed == m.placed and g.eviction_cost > m.eviction_cost
 
 
 def test_hard_guarantee_greedy_is_rejected_not_preferred() -> None:
     rnd = load_round(INSTANCES / "tiny-05-all-in-window-hard.json")
-    greedy = hp_pass(rnd)
+    greedy = greedy_preemption(rnd)
     assert any("guarantee window" in p for p in check_decision(rnd, greedy))
     res = solve_preemption(rnd, greedy=greedy)
     assert res.decision.victims == [] and not res.fallback
@@ -100,7 +100,7 @@ def test_milp_is_feasible_on_any_valid_round(rnd: Round) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(contested_rounds())
 def test_milp_is_feasible_and_never_worse_than_greedy(rnd: Round) -> None:
-    greedy = hp_pass(rnd)
+    greedy = greedy_preemption(rnd)
     res = solve_preemption(rnd, solver=EXACT, greedy=greedy)
     assert check_decision(rnd, res.decision) == []
     applies(rnd, res.decision)
@@ -116,11 +116,11 @@ def test_greedy_choice_cache_changes_no_answer(rnd: Round) -> None:
     candidate evaluated afresh) the greedy HP pass decides exactly the same."""
     import gfs_opt.preempt.greedy as greedy
 
-    cached = hp_pass(rnd)
+    cached = greedy_preemption(rnd)
     original = greedy._cached
     greedy._cached = lambda cache, node, key, choose: choose()
     try:
-        fresh = hp_pass(rnd)
+        fresh = greedy_preemption(rnd)
     finally:
         greedy._cached = original
     assert (cached.placements, cached.victims) == (fresh.placements, fresh.victims)
@@ -174,13 +174,13 @@ def test_solver_failure_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch) ->
     res = solve_preemption(rnd)
     rep = res.decision.reports[-1]
     assert res.fallback and rep.fallback and rep.status == "timeout"
-    assert res.decision.placements == hp_pass(rnd).placements
+    assert res.decision.placements == greedy_preemption(rnd).placements
     assert "greedy answer returned" in rep.message
 
 
 def test_candidate_restriction_keeps_greedy_feasible_and_result_valid() -> None:
     rnd = load_round(INSTANCES / "sim-paper-a100-yarn-cs-x8-preemption.json")
-    greedy = hp_pass(rnd)
+    greedy = greedy_preemption(rnd)
     full = solve_preemption(rnd, PreemptOptions(candidates=0), greedy=greedy)
     cut = solve_preemption(rnd, PreemptOptions(candidates=2), greedy=greedy)
     assert cut.restricted and not full.restricted
@@ -216,7 +216,7 @@ def test_rounds_cut_from_simulations_are_contested_and_solved(path: Path) -> Non
 
     inst = load_instance(path)
     rnd = inst.round
-    greedy = hp_pass(rnd)
+    greedy = greedy_preemption(rnd)
     if inst.meta["contested"] == "preemption":
         assert greedy.victims
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import rounds
@@ -17,12 +19,15 @@ from gfs_opt.model import (
     Round,
     RunningJob,
 )
+from gfs_opt.pending import PTS_ORDER
 from gfs_opt.policies import POLICIES, make_policy, options_for
-from gfs_opt.policies.base import Policy, lp_pass
+from gfs_opt.policies.base import Policy
 from gfs_opt.policies.chronus import ChronusPolicy
 from gfs_opt.policies.fgd import FGDPolicy, whole_fragmentation
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.policies.yarn_cs import YarnCSPolicy
+from gfs_opt.preempt.scoring import BEST_FIT
+from gfs_opt.quota.admission import lp_pass
 
 HP, LP = JobClass.HP, JobClass.LP
 
@@ -171,13 +176,11 @@ def test_lp_jobs_never_preempt() -> None:
 def test_gfs_quota_blocks_lp_and_keeps_going_with_smaller_jobs() -> None:
     b = RoundBuilder(8)
     b.pend(job(1, LP, 4000, submit=1.0)).pend(job(2, LP, 2000, submit=2.0))
-    rnd = b.build()
-    rnd.quota_due = True
+    rnd = replace(b.build(), quota_due=False)
     pol = GFSPolicy(quota="rule", forecaster="week-peak")
     pol.reset(rnd.state, rnd.params)
     assert pol.spot is not None
     pol.spot.quotas = {("A100", 1.0): 3000}          # as if the last refresh gave 3 GPUs
-    rnd.quota_due = False
     rnd.state.begin()
     d = pol.decide(rnd)
     rnd.state.rollback()
@@ -281,7 +284,7 @@ def test_lp_pass_admits_within_quota(rnd: Round) -> None:
     lp_now = {p: int(st_.pool_lp[i]) for i, p in enumerate(st_.pools)}
     d = Decision()
     st_.begin()
-    lp_pass(rnd, d, quotas=rnd.quotas)
+    lp_pass(rnd, d, order=PTS_ORDER, placer=BEST_FIT, quotas=rnd.quotas)
     st_.rollback()
     st_.commit()
     assert d.victims == []

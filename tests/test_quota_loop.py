@@ -4,6 +4,7 @@ the quota lifted after the scored window, the `+sqa` baselines, and what the quo
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from statistics import NormalDist
 
 import numpy as np
@@ -22,9 +23,10 @@ from gfs_opt.model import (
     PoolStatus,
     Round,
 )
+from gfs_opt.pending import QueueOrder
 from gfs_opt.policies import POLICIES, family, make_policy, options_for, settable_options
-from gfs_opt.policies.base import lp_pass
-from gfs_opt.quota.admission import quota_wait
+from gfs_opt.preempt.scoring import BEST_FIT
+from gfs_opt.quota.admission import lp_pass, quota_wait
 from gfs_opt.quota.rule import QUOTA_WAIT_S, demand_bound, free_of_hp, pool_quota, update_eta
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import SimConfig, Simulator
@@ -178,7 +180,8 @@ def test_fifo_head_refused_by_the_quota_blocks_only_until_its_timeout() -> None:
         rnd = pending_round([big, small], time=waited)
         d = Decision()
         rnd.state.begin()
-        lp_pass(rnd, d, quotas=quotas, fifo=True, head_of_line=True, hol_timeout_s=3600.0)
+        lp_pass(rnd, d, order=QueueOrder(fifo=True, head_of_line=True, hol_timeout_s=3600.0),
+                placer=BEST_FIT, quotas=quotas)
         rnd.state.rollback()
         rnd.state.commit()
         assert list(d.placements) == placed, waited
@@ -225,7 +228,7 @@ def simulate(policy_name: str, forecast: FixedForecast, params: Params, window: 
     assert policy.spot is not None
     policy.spot.provider = forecast
     if start_eta is not None:
-        sim.pool_status["A100"].eta = start_eta
+        sim.pool_status["A100"] = replace(sim.pool_status["A100"], eta=start_eta)
     sim.run()
     return sim
 

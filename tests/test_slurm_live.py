@@ -191,7 +191,7 @@ def test_controller_sets_the_simulators_quota(cluster: ClusterSpec, client: Slur
     shown = {r["name"]: r["grp_tres"] for r in client.qos_table()}
     assert shown["spot-1h"] == f"gres/gpu={expect // 1000}"
     # a later refresh with a different η changes the limit on the live QOS
-    ctl.status[plan.pool].eta = 2.0                    # η feedback acts hourly: not yet
+    ctl.status[plan.pool] = replace(ctl.status[plan.pool], eta=2.0)   # feedback: hourly, not yet
     ctl.refresh(parse_jobs(client.jobs()))
     expect2 = pool_quota(fc, 32, 2.0, 1.0, Params(rho=0.9), True)
     assert expect2 != expect

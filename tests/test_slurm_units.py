@@ -181,8 +181,7 @@ def test_window_tracker_counts_like_the_simulator() -> None:
     requeued = LiveJob.from_json(squeue_record(1, "spot-1h", state="PENDING", reason="BeginTime"))
     ev = tr.update([requeued], clock)
     assert [e.ok for e in ev] == [False] and ev[0].nodes == ("n2",)
-    st = PoolStatus()
-    tr.fill(st)
+    st = tr.filled(PoolStatus())
     assert (st.recent_succeeded, st.recent_failed, st.succeeded, st.failed) == (2, 1, 2, 1)
     c1h, c1d = tr.node_evictions(["n1", "n2"], clock.now())
     assert c1h.tolist() == [0, 1] and c1d.tolist() == [0, 1]

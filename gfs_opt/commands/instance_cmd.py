@@ -104,7 +104,7 @@ def _dump(args: argparse.Namespace) -> int:
                               max_files=args.max, kind=args.kind,
                               min_pending_hp=args.min_pending_hp,
                               min_running_lp=args.min_running_lp, after=lo,
-                              confirm=args.confirm,
+                              confirm=args.confirm, policy=sim.policy.name,
                               source=f"{spec.trace} policy={spec.policy} lp_load={spec.lp_load}")
     sim.on_round = hook
     _warn = never_placeable_warning(trace)

@@ -29,6 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="solve one instance file: greedy, exact MILP, or both side by side")
     p.add_argument("instance", type=Path, metavar="INSTANCE", help="instance file (JSON)")
     p.add_argument("--method", choices=METHODS, default="both")
+    p.add_argument("--policy", default="gfs",
+                   help=cargs.LazyHelp(lambda: "whose greedy steps answer — the passes the "
+                                       "simulator runs for that policy: one of "
+                                       f"{_greedy_names()} (default gfs; the "
+                                       "MILPs are GFS's exact steps)"))
     p.add_argument("--step", choices=STEPS, default="all",
                    help="spot quota / LP admission, HP preemption, or both (default)")
     p.add_argument("--time-limit", type=cargs.number(0, 86_400, lo_open=True), default=10.0,
@@ -54,11 +59,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_solve)
 
 
+def _greedy_names() -> str:
+    from gfs_opt.instance.solve_round import greedy_policy_names
+
+    return ", ".join(greedy_policy_names())
+
+
 def _solve(args: argparse.Namespace) -> int:
     import time
 
     from gfs_opt.instance import load_instance
-    from gfs_opt.instance.solve_round import solve_round
+    from gfs_opt.instance.solve_round import greedy_policy, solve_round
     from gfs_opt.preempt.milp import PreemptOptions
     from gfs_opt.solve import SolverOptions
 
@@ -68,6 +79,7 @@ def _solve(args: argparse.Namespace) -> int:
     if args.export:
         cargs.check_out_file(args.out)
     solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap)
+    greedy_policy(args.policy)        # an unknown policy fails before the file is read
     if args.method != "greedy" or args.export:
         _refuse_huge_raw(args)
     inst = load_instance(args.instance)
@@ -75,12 +87,12 @@ def _solve(args: argparse.Namespace) -> int:
     if args.method != "greedy" or args.export:
         _refuse_huge(args, len(rnd.pending_lp), len(rnd.pending_hp))
     if args.hard_guarantee:   # on the round itself, so the checker judges the greedy by it too
-        rnd.params = dataclasses.replace(rnd.params, hard_guarantee=True)
+        rnd = dataclasses.replace(rnd, params=dataclasses.replace(rnd.params, hard_guarantee=True))
     popts = PreemptOptions(candidates=args.candidates)
     if args.export:
         return _export(rnd, args, popts)
     res = solve_round(rnd, args.method, args.step, solver, popts,
-                      deadline=t_start + args.time_limit)
+                      deadline=t_start + args.time_limit, policy=args.policy)
     if args.json:
         from gfs_opt.fileio import json_safe
 
@@ -196,7 +208,7 @@ def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
             rows.append([key[0], f"{key[1]:g}",
                          *([_num(qg.quotas[key] / MILLI, ",.3f") if key in qg.quotas else "—"] if qg else []),
                          *([_num(qm.quotas[key] / MILLI, ",.3f") if key in qm.quotas else "—"] if qm else [])])
-        lines += _table(rows)
+        lines += _table(rows) if keys else ["  no spot quota: LP jobs start wherever they fit"]
         for name, adm, val, extra in (
                 [("greedy", qg.admitted, qg.value,
                   "" if qg.feasible else "  (breaks the scenario chance constraint)")] if qg else []) + (

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from gfs_opt.fileio import file_mode, json_safe
 from gfs_opt.model import Params
 from gfs_opt.policies import make_policy
 from gfs_opt.quota.spot_quota import quota_warnings
-from gfs_opt.sim.engine import SimConfig, Simulator
+from gfs_opt.sim.engine import RoundHook, SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
 from gfs_opt.traces.base import Trace, parse_time
 from gfs_opt.traces.placeable import never_placeable_counts
@@ -152,7 +151,7 @@ def assign_guarantee_classes(trace: Trace, classes: tuple[float, ...], seed: int
 
 
 def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float] | None = None,
-        desc: str | None = None, on_round: Callable[[Simulator], None] | None = None) -> RunOutput:
+        desc: str | None = None, on_round: RoundHook | None = None) -> RunOutput:
     """Simulate ``spec``; ``on_round`` is installed as `Simulator.on_round` (e.g. a tracer)."""
     trace_, lo, hi = trace or prepare_trace(spec)
     params = Params(**spec.params) if spec.params else Params()

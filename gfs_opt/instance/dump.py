@@ -5,13 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gfs_opt.model import MILLI, Round
-from gfs_opt.sim.engine import Simulator
+from gfs_opt.instance import save_round
+from gfs_opt.model import MILLI, JobClass, Round
+from gfs_opt.pending import as_queue
+from gfs_opt.preempt.hp_pass import greedy_preemption
+from gfs_opt.quota.admission import greedy_admission
 
 
 @dataclass
 class ContestedRoundDump:
-    """Hook for `Simulator.on_round`: saves rounds where preemption or admission is contested.
+    """A `Simulator.on_round` hook (`gfs_opt.sim.engine.RoundHook`): saves rounds where
+    preemption or admission is contested, and stops the run after ``max_files``.
 
     Preemption is contested in a pool when its pending HP demand exceeds its free GPUs while LP
     jobs run there (someone may have to be evicted); admission is contested when pending LP
@@ -33,29 +37,32 @@ class ContestedRoundDump:
     min_running_lp: int = 0
     after: float = 0.0
     source: str = ""
+    policy: str = ""                   # the simulated policy's name (for the files' meta)
     confirm: bool = False
     written: list[Path] = field(default_factory=list)
     _last: float = -1e18
 
-    def contested(self, sim: Simulator) -> str | None:
-        st = sim.state
-        if self.kind in ("preemption", "any") and len(sim.hp_q) >= self.min_pending_hp:
-            running_lp = sum(1 for r in sim.running.values() if not r.job.is_hp)
+    def contested(self, rnd: Round) -> str | None:
+        st = rnd.state
+        hp_q = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
+        if self.kind in ("preemption", "any") and len(hp_q) >= self.min_pending_hp:
+            running_lp = sum(1 for r in rnd.running.values() if not r.job.is_hp)
             if running_lp >= self.min_running_lp:
-                for pool in sim.hp_q.pools():
+                for pool in hp_q.pools():
                     p = st.pool_index[pool]
-                    need = sum(sim.jobs[j].demand for j in sim.hp_q.pool_ids(pool))
+                    need = sum(rnd.jobs[j].demand for j in hp_q.pool_ids(pool))
                     free = int(st.pool_capacity[p] - st.pool_used[p])
                     if need > free and st.pool_lp[p] > 0:
                         return "preemption"
-        if self.kind in ("admission", "any") and sim.quotas:
-            for pool in sim.lp_q.pools():
+        if self.kind in ("admission", "any") and rnd.quotas:
+            lp_q = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
+            for pool in lp_q.pools():
                 p = st.pool_index[pool]
-                quota = max((q for (pp, _d), q in sim.quotas.items() if pp == pool), default=None)
+                quota = max((q for (pp, _d), q in rnd.quotas.items() if pp == pool), default=None)
                 if quota is None:
                     continue
                 headroom = quota - int(st.pool_lp[p])
-                need = sum(sim.jobs[j].demand for j in sim.lp_q.pool_ids(pool))
+                need = sum(rnd.jobs[j].demand for j in lp_q.pool_ids(pool))
                 if 0 < headroom < need and headroom >= MILLI:
                     return "admission"
         return None
@@ -63,37 +70,31 @@ class ContestedRoundDump:
     @staticmethod
     def confirmed(rnd: Round, kind: str) -> bool:
         if kind == "preemption":
-            from gfs_opt.preempt.greedy import hp_pass
-
-            return bool(hp_pass(rnd).victims)
-        from gfs_opt.quota.admission import greedy_admission
-
+            return bool(greedy_preemption(rnd).victims)
         admitted = greedy_admission(rnd)
         return 0 < len(admitted) < len(rnd.pending_lp)
 
-    def __call__(self, sim: Simulator) -> None:
-        from gfs_opt.instance import save_round
-
-        t = sim.round.time
+    def __call__(self, rnd: Round) -> bool:
+        """Save the round if it is contested; True (stop the run) once ``max_files`` are saved."""
+        t = rnd.time
         if t < self.after or t - self._last < self.every_s:
-            return
-        kind = self.contested(sim)
+            return False
+        kind = self.contested(rnd)
         if kind is None:
-            return
+            return False
         if self.confirm and kind == "preemption" and not any(
-                sim.runs[j].queued_since == t for j in sim.hp_q):
-            return  # nothing new: the last pass already made every choice it could
-        rnd = sim.snapshot()
-        if self.confirm and not self.confirmed(rnd, kind):
-            return
+                rnd.queued_since.get(j) == t for j in rnd.pending_hp):
+            return False  # nothing new: the last pass already made every choice it could
+        snap = rnd.copy()
+        if self.confirm and not self.confirmed(snap, kind):
+            return False
         self._last = t
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / f"{self.prefix}-{kind}-t{int(t)}.json"
-        meta = {"source": self.source, "policy": sim.policy.name, "contested": kind,
-                "time": t, "pending_hp": len(rnd.pending_hp), "pending_lp": len(rnd.pending_lp),
-                "running": len(rnd.running), "nodes": rnd.state.n_nodes,
-                "gpus": rnd.state.n_gpus, "confirmed": self.confirm}
-        save_round(rnd, path, meta=meta)
+        meta = {"source": self.source, "policy": self.policy, "contested": kind,
+                "time": t, "pending_hp": len(snap.pending_hp), "pending_lp": len(snap.pending_lp),
+                "running": len(snap.running), "nodes": snap.state.n_nodes,
+                "gpus": snap.state.n_gpus, "confirmed": self.confirm}
+        save_round(snap, path, meta=meta)
         self.written.append(path)
-        if len(self.written) >= self.max_files:
-            sim.stop_requested = True
+        return len(self.written) >= self.max_files

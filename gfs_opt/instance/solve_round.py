@@ -1,5 +1,12 @@
 """Run the greedy and/or exact steps on one `Round` and compare them (used by `gfs-opt solve`
-and benchmarks/bench_milp.py). Plain data out; printing lives in the command module."""
+and benchmarks/bench_milp.py). Plain data out; printing lives in the command module.
+
+The greedy steps are a policy's own passes (`GreedyPolicy.hp_step` / `lp_step`), the code the
+simulator runs, on a copy of the round: the preemption step is its HP pass, the quota step its
+quota rule on the round's forecast and η and its LP pass under those quotas, each on the round as
+given. On a round cut from a simulation inside the scored window (`gfs-opt instance dump`) they
+return what the simulator decided there (tests/test_solve_sim_agreement.py).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gfs_opt.model import MILLI, Decision, Round
+from gfs_opt.errors import GfsError
+from gfs_opt.model import MILLI, Decision, Placement, Round, SolveReport
+from gfs_opt.policies import POLICIES, make_policy
+from gfs_opt.policies.base import GreedyPolicy
 from gfs_opt.preempt.milp import (
     DEFAULT_PREEMPT_OPTIONS,
     PreemptOptions,
@@ -15,6 +25,7 @@ from gfs_opt.preempt.milp import (
     solve_preemption,
 )
 from gfs_opt.preempt.objective import PreemptScore, check_decision, score
+from gfs_opt.quota.admission import lp_order_key
 from gfs_opt.quota.milp import (
     DEFAULT_QUOTA_OPTIONS,
     QuotaOptions,
@@ -29,6 +40,26 @@ METHODS = ("greedy", "milp", "both")
 STEPS = ("all", "quota", "preemption")
 
 
+def greedy_policy_names() -> list[str]:
+    """Registered policies whose round is greedy passes that an instance file can feed."""
+    return [name for name, (cls, _opts) in POLICIES.items()
+            if issubclass(cls, GreedyPolicy) and cls.standalone]
+
+
+def greedy_policy(name: str) -> GreedyPolicy:
+    """The policy whose greedy steps `solve_round` runs."""
+    policy = make_policy(name)
+    if not isinstance(policy, GreedyPolicy) or not policy.standalone:
+        raise GfsError(f"policy '{name}' has no greedy steps for a standalone round; choose "
+                       f"from {', '.join(greedy_policy_names())}")
+    return policy
+
+
+def _standalone(rnd: Round) -> Round:
+    """The round with a copy of its state, for a pass to plan on."""
+    return replace(rnd, state=rnd.state.copy())
+
+
 @dataclass(slots=True)
 class GreedyQuota:
     quotas: dict[tuple[str, float], int]
@@ -36,6 +67,7 @@ class GreedyQuota:
     value: float
     time_s: float
     feasible: bool          # within the MILP's chance constraint
+    placements: dict[int, Placement] = field(default_factory=dict)   # where the LP pass put them
 
 
 @dataclass(slots=True)
@@ -125,24 +157,31 @@ def _decision(d: Decision, s: PreemptScore) -> dict[str, Any]:
     }
 
 
-def run_greedy_quota(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> GreedyQuota:
-    from gfs_opt.quota.admission import greedy_admission
-    from gfs_opt.quota.rule import rule_quotas
-
+def run_greedy_quota(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
+                     policy: str = "gfs") -> GreedyQuota:
+    """The policy's quotas for the round and its LP pass under them (admitted in PTS LP order)."""
+    pol = greedy_policy(policy)
     t0 = time.perf_counter()
-    quotas = rule_quotas(rnd)
-    admitted = greedy_admission(rnd, quotas)
+    quotas = pol.standalone_quotas(rnd)
+    decision = Decision()
+    pol.lp_step(_standalone(rnd), decision, quotas)
+    admitted = sorted(decision.placements, key=lambda j: lp_order_key(rnd.jobs[j]))
     elapsed = time.perf_counter() - t0
-    return GreedyQuota(quotas, admitted, admission_value(rnd, admitted, opts), elapsed,
-                       not admission_problems(rnd, admitted, opts))
+    return GreedyQuota(dict(quotas or {}), admitted, admission_value(rnd, admitted, opts), elapsed,
+                       not admission_problems(rnd, admitted, opts), dict(decision.placements))
 
 
-def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS) -> GreedyPreempt:
-    from gfs_opt.preempt.greedy import hp_pass
-
+def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
+                       policy: str = "gfs") -> GreedyPreempt:
+    """The policy's HP pass on the round."""
+    pol = greedy_policy(policy)
     t0 = time.perf_counter()
-    decision = hp_pass(rnd)
+    decision = Decision()
+    pol.hp_step(_standalone(rnd), decision)
     elapsed = time.perf_counter() - t0
+    decision.reports.append(SolveReport(
+        step="preemption", method="greedy", status="heuristic", time_s=elapsed,
+        solver="pts-greedy" if pol.name == "gfs" else f"{pol.name}-greedy"))
     return GreedyPreempt(decision, score(rnd, decision, opts.objective), elapsed,
                          check_decision(rnd, decision))
 
@@ -151,8 +190,11 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
                 solver: SolverOptions = DEFAULT_SOLVER,
                 preempt_opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
                 quota_opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
-                deadline: float | None = None) -> RoundResult:
+                deadline: float | None = None, policy: str = "gfs") -> RoundResult:
     """Greedy, MILP or both, for the quota step, the preemption step or both.
+
+    ``policy``: whose greedy steps answer (`greedy_policy_names`; default GFS). The MILPs are
+    GFS's exact steps whatever the policy.
 
     ``deadline`` (a `time.perf_counter` value) bounds the MILP steps together: each gets at most
     what is left, and a step with nothing left is skipped with a note (the greedy answer stands).
@@ -170,13 +212,13 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
 
     if step in ("all", "quota"):
         if method in ("greedy", "both"):
-            res.quota_greedy = run_greedy_quota(rnd, quota_opts)
+            res.quota_greedy = run_greedy_quota(rnd, quota_opts, policy)
         if method in ("milp", "both") and (opts := budget("quota")) is not None:
             greedy = res.quota_greedy.admitted if res.quota_greedy else None
             res.quota_milp = solve_quota(rnd, quota_opts, opts, greedy=greedy)
     if step in ("all", "preemption"):
         if method in ("greedy", "both"):
-            res.preempt_greedy = run_greedy_preempt(rnd, preempt_opts)
+            res.preempt_greedy = run_greedy_preempt(rnd, preempt_opts, policy)
         if method in ("milp", "both") and (opts := budget("preemption")) is not None:
             greedy_d = res.preempt_greedy.decision if res.preempt_greedy else None
             res.preempt_milp = solve_preemption(rnd, preempt_opts, opts, greedy=greedy_d)

@@ -22,9 +22,12 @@ from gfs_opt.model import (
     WorkerPlacement,
     gpus_per_worker,
 )
-from gfs_opt.policies.base import Policy, hp_pass, shared_quota
+from gfs_opt.pending import FIFO_ORDER
+from gfs_opt.policies.base import GreedyPolicy, shared_quota
 from gfs_opt.preempt.greedy import PreemptRule
-from gfs_opt.preempt.scoring import best_gpu_fraction, free_gpus_on
+from gfs_opt.preempt.hp_pass import hp_pass
+from gfs_opt.preempt.scoring import Placer, best_gpu_fraction, free_gpus_on
+from gfs_opt.quota.admission import Quotas, lp_pass
 
 TYPICAL_MIX: dict[int, float] = {1: 0.35, 2: 0.10, 4: 0.05, 8: 0.50}
 
@@ -35,7 +38,7 @@ def whole_fragmentation(max_free: int, mix: dict[int, float] = TYPICAL_MIX) -> n
     return sum(p * (f < m) * f * MILLI for m, p in mix.items())  # type: ignore[return-value]
 
 
-class FGDPolicy(Policy):
+class FGDPolicy(GreedyPolicy):
     name = "fgd"
 
     def __init__(self, quota: str = "none", forecaster: str = "prophet") -> None:
@@ -44,6 +47,7 @@ class FGDPolicy(Policy):
         self.quota_mode = quota
         self.forecaster_name = forecaster
         self.spot = shared_quota(quota, forecaster, self.name)
+        self._placer = Placer(None, use_history=False, worker_fn=self.place_worker)
 
     def options(self) -> dict[str, Any]:
         return {"quota": self.quota_mode,
@@ -69,13 +73,14 @@ class FGDPolicy(Policy):
         node = lo + int(np.argmin(key))
         return node, free_gpus_on(state, node, k)
 
-    def decide(self, rnd: Round) -> Decision:
-        decision = Decision()
-        quotas = self.quotas_for_pass(rnd, decision)
-        # FGD's worker choice fills one slot per worker like the default's, so FitMemo holds
-        hp_pass(rnd, decision, rule=self.rule, use_history=False, worker_fn=self.place_worker,
-                fifo=True, memo=self.fit_memo("hp", preemptive=True))
-        self.lp_pass_under_quota(rnd, decision, quotas, use_history=False,
-                                 worker_fn=self.place_worker, fifo=True,
-                                 memo=self.fit_memo("lp", preemptive=False))
-        return decision
+    def placer(self, rnd: Round) -> Placer:
+        return self._placer
+
+    # FGD's worker choice fills one slot per worker like the default's, so FitMemo holds
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        hp_pass(rnd, decision, order=FIFO_ORDER, placer=self._placer, victims=self.rule,
+                memo=self.fit_memo("hp", preemptive=True))
+
+    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
+        return lp_pass(rnd, decision, order=FIFO_ORDER, placer=self._placer, quotas=quotas,
+                         memo=self.fit_memo("lp", preemptive=False))

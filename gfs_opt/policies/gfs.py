@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from gfs_opt.model import ClusterState, Decision, Params, Round
-from gfs_opt.policies.base import Policy, hp_pass
+from gfs_opt.model import Decision, Round
+from gfs_opt.pending import PTS_ORDER
+from gfs_opt.policies.base import GreedyPolicy
 from gfs_opt.preempt.greedy import PreemptRule
-from gfs_opt.preempt.scoring import default_eviction_scores, eviction_scores
+from gfs_opt.preempt.hp_pass import hp_pass
+from gfs_opt.preempt.scoring import EvictionHistory, Placer
+from gfs_opt.quota.admission import Quotas, lp_pass
 from gfs_opt.quota.spot_quota import SpotQuota
 
 
-class GFSPolicy(Policy):
+class GFSPolicy(GreedyPolicy):
     """The paper's policy. Options double as the ablations of GFS-SPEC §8.
 
     forecaster: name for `gfs_opt.forecast.make_forecaster` ("prophet", "week-peak", …).
@@ -43,28 +46,23 @@ class GFSPolicy(Policy):
         if quota == "rule":
             self.spot = SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
                                   eta_every_s=eta_every_s)
+        self.evictions = EvictionHistory()
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
                 "use_history": self.use_history, "victims": self.victims,
                 "quota": self.quota_mode, "eta_every_s": self.eta_every_s}
 
-    def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
-        super().reset(state, params, origin)
-        self.e_score = default_eviction_scores(state.n_nodes)
+    def placer(self, rnd: Round) -> Placer:
+        """Best fit with E(n), from the round's recent evictions, as the tie-break."""
+        if not self.use_history:
+            return Placer(None, use_history=False)
+        return Placer(self.evictions.scores(rnd), use_history=True)
 
-    def refresh_scores(self, rnd: Round) -> None:
-        """E(n) from the recent evictions, at every quota refresh (300 s)."""
-        if rnd.quota_due and rnd.node_evictions_1h is not None and rnd.node_evictions_1d is not None:
-            self.e_score = eviction_scores(rnd.node_evictions_1h, rnd.node_evictions_1d)
-
-    def decide(self, rnd: Round) -> Decision:
-        decision = Decision()
-        quotas = self.quotas_for_pass(rnd, decision)
-        self.refresh_scores(rnd)
-        e = self.e_score if self.use_history else None
-        hp_pass(rnd, decision, rule=self.rule, e_score=e, use_history=self.use_history,
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        hp_pass(rnd, decision, order=PTS_ORDER, placer=self.placer(rnd), victims=self.rule,
                 memo=self.fit_memo("hp", preemptive=True))
-        self.lp_pass_under_quota(rnd, decision, quotas, e_score=e, use_history=self.use_history,
-                                 memo=self.fit_memo("lp", preemptive=False))
-        return decision
+
+    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
+        return lp_pass(rnd, decision, order=PTS_ORDER, placer=self.placer(rnd), quotas=quotas,
+                         memo=self.fit_memo("lp", preemptive=False))

@@ -13,12 +13,16 @@ every refresh.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from gfs_opt.model import MILLI, ClusterState, Decision, Job, Round, RunningJob
-from gfs_opt.policies.base import hp_pass
+from gfs_opt.pending import PTS_ORDER
 from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.preempt.hp_pass import hp_pass
+from gfs_opt.preempt.milp import solve_preemption
 from gfs_opt.preempt.scoring import worker_slots
+from gfs_opt.quota.milp import QuotaOptions, solve_quota
 from gfs_opt.solve import SolverOptions
 
 
@@ -60,6 +64,7 @@ def standalone_round(rnd: Round, pending_hp: list[int] | None = None,
 
 class GFSMilpPolicy(GFSPolicy):
     name = "gfs-milp"
+    standalone = False     # its HP step is the MILP; `gfs-opt solve --method milp` runs that
 
     def __init__(self, time_limit: float = 2.0, solver: str = "scip", quota_method: str = "rule",
                  **gfs_options: Any) -> None:
@@ -81,10 +86,13 @@ class GFSMilpPolicy(GFSPolicy):
         quotas = super().quotas_for_pass(rnd, decision)
         if (due and quotas and self.spot is not None and self.quota_method == "milp"
                 and len(rnd.pending_lp)):
-            from gfs_opt.quota.milp import QuotaOptions, solve_quota
-
-            sub = standalone_round(rnd, pending_hp=[])
-            sub.quotas = dict(quotas)
+            # the refresh's forecasts and HP history, the η the round came with
+            pools = {p: replace(st, has_hp_history=decision.hp_history.get(p, st.has_hp_history))
+                     for p, st in rnd.pools.items()} if decision.hp_history else rnd.pools
+            fresh = replace(rnd, pools=pools, quotas=dict(quotas),
+                            forecasts=rnd.forecasts if decision.forecasts is None
+                            else decision.forecasts)
+            sub = standalone_round(fresh, pending_hp=[])
             res = solve_quota(sub, QuotaOptions(pack=False), self.solver)
             quotas = self.spot.override(res.quotas)
             decision.quotas = dict(quotas)
@@ -94,7 +102,7 @@ class GFSMilpPolicy(GFSPolicy):
     def contested_pools(self, rnd: Round) -> set[str]:
         """Pools (that changed since the last pass) with HP waiting while LP work runs there."""
         st = rnd.state
-        dirty = getattr(rnd, "dirty_pools", None)
+        dirty = rnd.dirty_pools
         pools = set()
         for jid in rnd.pending_hp:
             job = rnd.jobs[jid]
@@ -103,14 +111,10 @@ class GFSMilpPolicy(GFSPolicy):
                 pools.add(job.pool)
         return pools
 
-    def decide(self, rnd: Round) -> Decision:
-        from gfs_opt.preempt.milp import solve_preemption
-
-        decision = Decision()
-        quotas = self.quotas_for_pass(rnd, decision)
-        self.refresh_scores(rnd)
-        e = self.e_score if self.use_history else None
-        hp_pass(rnd, decision, rule=None, e_score=e, use_history=self.use_history,
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        """What fits without preemption greedily, then the preemption MILP on the contested
+        pools (the greedy PTS answer on time-out)."""
+        hp_pass(rnd, decision, order=PTS_ORDER, placer=self.placer(rnd), victims=None,
                 memo=self.fit_memo("hp", preemptive=False))
         pools = self.contested_pools(rnd)
         st = rnd.state
@@ -128,6 +132,3 @@ class GFSMilpPolicy(GFSPolicy):
                 st.allocate(rnd.jobs[jid], placement)
                 decision.placements[jid] = placement
             decision.reports.extend(res.decision.reports)
-        self.lp_pass_under_quota(rnd, decision, quotas, e_score=e, use_history=self.use_history,
-                                 memo=self.fit_memo("lp", preemptive=False))
-        return decision

@@ -10,11 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from gfs_opt.model import Decision, Round
-from gfs_opt.policies.base import Policy, hp_pass, shared_quota
+from gfs_opt.pending import FIFO_ORDER
+from gfs_opt.policies.base import GreedyPolicy, shared_quota
 from gfs_opt.preempt.greedy import PreemptRule
+from gfs_opt.preempt.hp_pass import hp_pass
+from gfs_opt.preempt.scoring import BEST_FIT
+from gfs_opt.quota.admission import Quotas, lp_pass
 
 
-class LyraPolicy(Policy):
+class LyraPolicy(GreedyPolicy):
     name = "lyra"
 
     def __init__(self, quota: str = "none", forecaster: str = "prophet") -> None:
@@ -27,11 +31,10 @@ class LyraPolicy(Policy):
         return {"quota": self.quota_mode,
                 **({"forecaster": self.forecaster_name} if self.spot else {})}
 
-    def decide(self, rnd: Round) -> Decision:
-        decision = Decision()
-        quotas = self.quotas_for_pass(rnd, decision)
-        hp_pass(rnd, decision, rule=self.rule, use_history=False, fifo=True,
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        hp_pass(rnd, decision, order=FIFO_ORDER, placer=BEST_FIT, victims=self.rule,
                 memo=self.fit_memo("hp", preemptive=True))
-        self.lp_pass_under_quota(rnd, decision, quotas, use_history=False, fifo=True,
-                                 memo=self.fit_memo("lp", preemptive=False))
-        return decision
+
+    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
+        return lp_pass(rnd, decision, order=FIFO_ORDER, placer=BEST_FIT, quotas=quotas,
+                         memo=self.fit_memo("lp", preemptive=False))

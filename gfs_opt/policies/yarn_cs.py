@@ -14,15 +14,18 @@ now (no forecast), a common operator setting.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from gfs_opt.model import MILLI, Decision, Round
-from gfs_opt.policies.base import Policy, hp_pass, shared_quota
+from gfs_opt.pending import QueueOrder
+from gfs_opt.policies.base import GreedyPolicy, shared_quota
 from gfs_opt.preempt.greedy import PreemptRule
+from gfs_opt.preempt.hp_pass import hp_pass
+from gfs_opt.preempt.scoring import BEST_FIT
+from gfs_opt.quota.admission import Quotas, lp_pass
 
 
-class YarnCSPolicy(Policy):
+class YarnCSPolicy(GreedyPolicy):
     name = "yarn-cs"
 
     def __init__(self, quota: str = "none", hol_timeout_s: float = 3600.0,
@@ -31,6 +34,7 @@ class YarnCSPolicy(Policy):
         self.hol_timeout_s = hol_timeout_s
         self.forecaster_name = forecaster
         self.rule = PreemptRule("newest", "count")
+        self.order = QueueOrder(fifo=True, head_of_line=True, hol_timeout_s=hol_timeout_s)
         self.spot = None if quota == "static" else shared_quota(quota, forecaster, self.name)
 
     def options(self) -> dict[str, Any]:
@@ -42,14 +46,20 @@ class YarnCSPolicy(Policy):
         return {(p, d): int(st.pool_capacity[i] - st.pool_hp[i]) // MILLI * MILLI
                 for i, p in enumerate(st.pools) for d in rnd.params.guarantee_classes}
 
-    def decide(self, rnd: Round) -> Decision:
-        decision = Decision()
-        quotas: Mapping[tuple[str, float], int] | None = (
-            self.static_quotas(rnd) if self.quota_mode == "static"
-            else self.quotas_for_pass(rnd, decision))
-        hp_pass(rnd, decision, rule=self.rule, use_history=False, fifo=True, head_of_line=True,
-                hol_timeout_s=self.hol_timeout_s, memo=self.fit_memo("hp", preemptive=True))
-        self.lp_pass_under_quota(rnd, decision, quotas, use_history=False, fifo=True,
-                                 head_of_line=True, hol_timeout_s=self.hol_timeout_s,
-                                 memo=self.fit_memo("lp", preemptive=False))
-        return decision
+    def quotas_for_pass(self, rnd: Round, decision: Decision) -> Quotas | None:
+        if self.quota_mode == "static":
+            return self.static_quotas(rnd)
+        return super().quotas_for_pass(rnd, decision)
+
+    def standalone_quotas(self, rnd: Round) -> Quotas | None:
+        if self.quota_mode == "static":
+            return self.static_quotas(rnd)
+        return super().standalone_quotas(rnd)
+
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        hp_pass(rnd, decision, order=self.order, placer=BEST_FIT, victims=self.rule,
+                memo=self.fit_memo("hp", preemptive=True))
+
+    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
+        return lp_pass(rnd, decision, order=self.order, placer=BEST_FIT, quotas=quotas,
+                         memo=self.fit_memo("lp", preemptive=False))

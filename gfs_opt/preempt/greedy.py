@@ -7,7 +7,6 @@ victim pass and the eviction-history node cost; the baselines plug in their own 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -16,18 +15,15 @@ import numpy as np
 from gfs_opt.model import (
     MILLI,
     ClusterState,
-    Decision,
     Job,
     JobClass,
     Placement,
     PoolStatus,
-    Round,
     RunningJob,
-    SolveReport,
     WorkerPlacement,
     gpus_per_worker,
 )
-from gfs_opt.preempt.scoring import place_worker, pool_can_fit, probing, worker_slots
+from gfs_opt.preempt.scoring import place_worker, probing, worker_slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +128,15 @@ NODE_COSTS: dict[str, NodeCost] = {
 
 @dataclass(frozen=True, slots=True)
 class PreemptRule:
+    """The victim part of a policy: which LP jobs to spare first on a node, how to rank nodes."""
+
     victim_order: str = "two-pointer"
     node_cost: str = "gfs"
     first_candidate_only: bool = False  # naive ablation: take the first candidate node
+
+
+#: GFS's rule: two-pointer victims, eviction-history node cost
+PTS_RULE = PreemptRule()
 
 
 # ---- per-node victim selection -----------------------------------------------------------
@@ -328,77 +330,3 @@ def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
 def _drop(cache: ChoiceCache, node: int, touched: set[int]) -> None:
     cache.pop(node, None)
     touched.add(node)
-
-
-# ---- the HP pass on a Round (what the preemption MILP is compared with) ------------------
-def hp_order(rnd: Round) -> list[int]:
-    """Pending HP in PTS order: (−g, submit, id)."""
-    return sorted(rnd.pending_hp, key=lambda j: (-rnd.jobs[j].g, rnd.jobs[j].submit, j))
-
-
-def hp_pass(rnd: Round, rule: PreemptRule | None = None, e_score: np.ndarray | None = None,
-            use_history: bool = True, preempt: bool = True) -> Decision:
-    """PTS HP pass on a standalone Round (instance files, exact-vs-greedy comparisons).
-
-    Works on a copy of the round's state, so the round itself is left untouched.
-    """
-    t0 = time.perf_counter()
-    rule = rule or PreemptRule()
-    st = rnd.state.copy()
-    running = dict(rnd.running)
-    from gfs_opt.policies.base import FailSizes
-
-    decision = Decision()
-    fails: dict[str, FailSizes] = {}
-    cache: ChoiceCache = {}
-    for jid in hp_order(rnd):
-        job = rnd.jobs[jid]
-        pool_fails = fails.setdefault(job.pool, FailSizes())
-        if pool_fails.dominated(job.g, job.workers):
-            continue
-        res = schedule_hp_job(st, running, rnd, job, rule, e_score, use_history, preempt, cache)
-        if res is None:
-            pool_fails.add(job.g, job.workers)
-            continue
-        placement, victims = res
-        decision.placements[jid] = placement
-        decision.victims.extend(victims)
-    decision.reports.append(SolveReport(step="preemption", method="greedy", status="heuristic",
-                                        time_s=time.perf_counter() - t0, solver="pts-greedy"))
-    return decision
-
-
-def schedule_hp_job(st: ClusterState, running: dict[int, RunningJob], rnd: Round, job: Job,
-                    rule: PreemptRule, e_score: np.ndarray | None, use_history: bool,
-                    preempt: bool, cache: ChoiceCache | None = None,
-                    ) -> tuple[Placement, list[int]] | None:
-    """Non-preemptive, else preemptive placement of one HP gang, applied to ``st``.
-
-    ``cache``: victim choices shared by the whole pass (see `preemptive_worker`)."""
-    from gfs_opt.preempt.scoring import place_gang
-
-    if job.pool not in st.pool_index:
-        return None
-    placement = place_gang(st, job, e_score, use_history) if pool_can_fit(st, job) else None
-    victims: list[int] = []
-    if placement is None and preempt:
-        ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(job.pool),
-                             st.capacity_gpus(job.pool), rnd.params.eval_length,
-                             rnd.params.restart_overhead)
-        res = place_gang_preemptive(ctx, job, rule, e_score, use_history, cache)
-        if res is None:
-            return None
-        placement, victims = res
-    if placement is None:
-        return None
-    for v in victims:
-        gone = running.pop(v)
-        st.release(gone.job)
-        if cache is not None:
-            for n, _gpus in gone.placement:
-                cache.pop(n, None)
-    st.allocate(job, placement)
-    if cache is not None:
-        for n, _gpus in placement:
-            cache.pop(n, None)
-    return placement, victims

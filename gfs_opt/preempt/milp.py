@@ -23,6 +23,7 @@ from gfs_opt.preempt.block import (
     build_block,
     decode_block,
 )
+from gfs_opt.preempt.hp_pass import greedy_preemption
 from gfs_opt.preempt.objective import (
     DEFAULT_OBJECTIVE,
     PreemptObjective,
@@ -32,7 +33,7 @@ from gfs_opt.preempt.objective import (
     hp_value,
     score,
 )
-from gfs_opt.solve import DEFAULT_SOLVER, Outcome, SolverOptions, report
+from gfs_opt.solve import DEFAULT_SOLVER, Outcome, SolverOptions, export, report
 from gfs_opt.solve import solve as run_solver
 
 
@@ -116,13 +117,10 @@ class PreemptResult:
     fallback: bool = False
 
 
-def greedy_decision(rnd: Round) -> Decision | None:
-    """The PTS HP pass (lead's greedy) on the round, or None where it is not available."""
-    try:
-        from gfs_opt.preempt.greedy import hp_pass
-    except ImportError:
-        return None
-    return hp_pass(rnd)
+def greedy_decision(rnd: Round) -> Decision:
+    """The warm start: GFS's greedy HP pass on the round, without eviction history (E(n) only
+    breaks ties the model does not see)."""
+    return greedy_preemption(rnd)
 
 
 def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
@@ -256,8 +254,6 @@ def export_preemption(rnd: Round, fmt: str, opts: PreemptOptions = DEFAULT_PREEM
     """LP/MPS text of the preemption model with the lexicographic objective in one line:
     maximise ``P − λ·C`` with ``λ = 1/(1 + Σ_j c_j)``; since P is integral, this has exactly the
     lexicographic optima (solve it with a zero relative gap)."""
-    from gfs_opt.solve import export
-
     pm = build_model(rnd, opts)
     lam = 1.0 / (1.0 + sum(pm.cost.values()))
     pm.model.maximize(pm.placed - lam * pm.evicted)

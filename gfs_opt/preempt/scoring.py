@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,9 +17,13 @@ from gfs_opt.model import (
     Job,
     JobClass,
     Placement,
+    Round,
     WorkerPlacement,
     gpus_per_worker,
 )
+
+#: a policy's own choice of free GPUs for one worker (e.g. FGD's fragmentation score)
+WorkerFn = Callable[[ClusterState, Job], WorkerPlacement | None]
 
 # Composite key = base score · KEY_SCALE + tie-break; E(n) ≤ 9,900 so ties never leak upward.
 KEY_SCALE = 20_000.0
@@ -33,6 +38,30 @@ def eviction_scores(c_1h: np.ndarray, c_1d: np.ndarray) -> np.ndarray:
 
 def default_eviction_scores(n_nodes: int) -> np.ndarray:
     return eviction_scores(np.zeros(n_nodes), np.zeros(n_nodes))
+
+
+class EvictionHistory:
+    """E(n) of a round's node eviction counts (``Round.node_evictions_1h/1d``).
+
+    The engine hands new counts at every quota refresh (300 s) and the same arrays in between,
+    so the scores are recomputed only when the arrays change. A round without counts (before the
+    first refresh) gets the scores of no evictions, which rank every node alike.
+    """
+
+    def __init__(self) -> None:
+        self._seen: tuple[object, object, int] | None = None
+        self._scores: np.ndarray | None = None
+
+    def scores(self, rnd: Round) -> np.ndarray:
+        c1h, c1d = rnd.node_evictions_1h, rnd.node_evictions_1d
+        n = rnd.state.n_nodes
+        seen = self._seen
+        if (self._scores is None or seen is None or seen[0] is not c1h or seen[1] is not c1d
+                or seen[2] != n):
+            self._scores = (default_eviction_scores(n) if c1h is None or c1d is None
+                            else eviction_scores(c1h, c1d))
+            self._seen = (c1h, c1d, n)
+        return self._scores
 
 
 def best_node_whole(state: ClusterState, pool: int, k: int, cls: JobClass,
@@ -120,8 +149,7 @@ def worker_slots(state: ClusterState, job: Job, gpus_per_node: np.ndarray | None
 
 
 def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
-               use_history: bool = True,
-               worker_fn: Callable[[ClusterState, Job], WorkerPlacement | None] | None = None,
+               use_history: bool = True, worker_fn: WorkerFn | None = None,
                ) -> Placement | None:
     """Place all workers or none, without preemption.
 
@@ -145,6 +173,27 @@ def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
             probe.hold(job, wp)
             placed.append(wp)
     return tuple(placed)
+
+
+@dataclass(frozen=True, slots=True)
+class Placer:
+    """How a pass picks free GPUs for the workers of a gang (the placement part of a policy).
+
+    PTS's best fit (`place_worker`), with E(n) as the tie-break when ``use_history`` and
+    ``e_score`` is given, or a policy's own ``worker_fn``. Preemptive placement takes the free
+    spots of best fit whatever ``worker_fn`` says (`gfs_opt.preempt.greedy.place_gang_preemptive`).
+    """
+
+    e_score: np.ndarray | None = None
+    use_history: bool = True
+    worker_fn: WorkerFn | None = None
+
+    def gang(self, state: ClusterState, job: Job) -> Placement | None:
+        return place_gang(state, job, self.e_score, self.use_history, self.worker_fn)
+
+
+#: best fit without eviction history (the exact solvers' warm starts, the baselines)
+BEST_FIT = Placer()
 
 
 class Probe:

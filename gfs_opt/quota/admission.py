@@ -1,12 +1,24 @@
-"""LP admission: the quota check of SQA step 5, and the greedy admission of a standalone round."""
+"""LP admission: the quota check of SQA step 5 and the greedy LP pass, in the simulator and on a
+standalone round alike.
+
+The LP pass walks each pool's pending LP jobs in the policy's order (`QueueOrder`), refuses a job
+whose start would take the pool's running LP GPUs over its class's quota (`quota_for`), and
+places the whole gang without preemption (`Placer`) or not at all. `lp_pass` plans on the round's
+live state (the engine rolls it back); `greedy_admission` runs it on a copy of a standalone round.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from gfs_opt.model import Job, JobClass, Round
-from gfs_opt.preempt.scoring import pool_can_fit, worker_slots
-from gfs_opt.sim.queues import as_queue
+from gfs_opt.model import Decision, Job, JobClass, Round
+from gfs_opt.pending import PTS_ORDER, QueueOrder, as_queue
+from gfs_opt.preempt.fit_memo import FailSizes, FitMemo
+from gfs_opt.preempt.hp_pass import pools_to_run
+from gfs_opt.preempt.scoring import BEST_FIT, Placer, pool_can_fit, worker_slots
+
+Quotas = Mapping[tuple[str, float], int]
 
 
 def quota_allows(lp_running_milli: int, job: Job, quota_milli: int | None) -> bool:
@@ -67,31 +79,88 @@ def lp_order_key(job: Job) -> tuple[int, int, float, int]:
     return (-job.g, job.workers, job.submit, job.id)
 
 
-def greedy_admission(rnd: Round, quotas: dict[tuple[str, float], int] | None = None) -> list[int]:
-    """LP job ids the greedy LP pass would start in this round (quota + non-preemptive fit).
+def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer,
+            quotas: Quotas | None, memo: FitMemo | None = None) -> dict[str, int]:
+    """LP pass: quota check, then non-preemptive placement of the whole gang or nothing.
 
-    Works on a copy of the state; the round is left untouched.
+    A job the quota refuses holds a head-of-line order like one that does not fit, and for as
+    long (`QueueOrder.holds_line`). Returns how many starts the quota refused, per pool (every
+    job reached in policy order that the quota refused counts once per pass).
+
+    The quota and the running LP GPUs it is checked against only tighten during a pass, so a
+    refused shape stays refused: without head-of-line blocking the pass stops walking it and
+    counts its later jobs from their positions (`ShapeCursor.defer`), which is what walking them
+    would have counted — they stop counting where the shape becomes dominated by a failure.
     """
-    from gfs_opt.preempt.scoring import place_gang
+    denied: dict[str, int] = {}
+    st = rnd.state
+    queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
+    head_of_line = order.head_of_line
+    for pool in pools_to_run(rnd, queue.pools()):
+        p = st.pool_index.get(pool)
+        if p is None:
+            continue
+        fails = FailSizes()
+        known = memo.known(rnd, pool, decision) if memo is not None else None
+        pool_quota: dict[float, int | None] = {}
+        n_denied = 0
+        stop = False
+        for cursor in queue.cursors(pool, order.fifo):
+            for jid, (g, w, d) in cursor:
+                if jid in st.alloc:
+                    continue
+                if fails.dominated(g, w):
+                    cursor.drop()   # the rest of the shape is dominated too
+                    continue
+                if quotas is not None:
+                    quota = pool_quota.get(d, -1)
+                    if quota == -1:
+                        quota = pool_quota[d] = quota_for(quotas, pool, d)
+                    if quota is not None and int(st.pool_lp[p]) + g * w > quota:
+                        n_denied += 1
+                        job = rnd.jobs[jid]
+                        if head_of_line:
+                            if order.holds_line(rnd.time, rnd.queued_since.get(jid, job.submit)):
+                                stop = True
+                                break
+                        else:
+                            cursor.defer()
+                        continue
+                job = rnd.jobs[jid]
+                placement = None
+                if known is None or not known.dominated(g, w):
+                    placement = placer.gang(st, job)
+                if placement is None:
+                    if order.holds_line(rnd.time, rnd.queued_since.get(jid, job.submit)):
+                        stop = True
+                        break
+                    fails.add(g, w)
+                    cursor.drop()
+                    gone = [s for s in cursor.deferred() if fails.dominated(s[0], s[1])]
+                    if gone:
+                        n_denied += cursor.settle(gone)
+                    continue
+                st.allocate(job, placement)
+                decision.placements[jid] = placement
+            n_denied += cursor.settle(at_end=not stop)
+            if stop:
+                break
+        if n_denied:
+            denied[pool] = n_denied
+        if memo is not None:
+            memo.keep(rnd, pool, known, fails)
+    return denied
 
-    quotas = rnd.quotas if quotas is None else quotas
-    st = rnd.state.copy()
-    from gfs_opt.policies.base import FailSizes
 
-    admitted: list[int] = []
-    fails: dict[str, FailSizes] = {}
-    for jid in sorted(rnd.pending_lp, key=lambda j: lp_order_key(rnd.jobs[j])):
-        job = rnd.jobs[jid]
-        pool_fails = fails.setdefault(job.pool, FailSizes())
-        if job.pool not in st.pool_index or pool_fails.dominated(job.g, job.workers):
-            continue
-        p = st.pool_index[job.pool]
-        if not quota_allows(int(st.pool_lp[p]), job, quotas.get((job.pool, job.guarantee_h))):
-            continue
-        placement = place_gang(st, job, None)
-        if placement is None:
-            pool_fails.add(job.g, job.workers)
-            continue
-        st.allocate(job, placement)
-        admitted.append(jid)
-    return admitted
+def greedy_admission(rnd: Round, quotas: Quotas | None = None, *, order: QueueOrder = PTS_ORDER,
+                     placer: Placer = BEST_FIT) -> list[int]:
+    """LP job ids the LP pass starts in a standalone round, in PTS LP order (`lp_order_key`).
+
+    ``quotas``: the quotas to apply (default: the round's quotas in force; ``{}``: none). Works
+    on a copy of the state; the round is left as it is. Defaults: GFS's pass without eviction
+    history (the exact solvers' warm start).
+    """
+    decision = Decision()
+    lp_pass(replace(rnd, state=rnd.state.copy()), decision, order=order, placer=placer,
+            quotas=rnd.quotas if quotas is None else quotas)
+    return sorted(decision.placements, key=lambda j: lp_order_key(rnd.jobs[j]))

@@ -39,8 +39,10 @@ from gfs_opt.preempt.block import (
     decode_block,
 )
 from gfs_opt.preempt.objective import check_decision
-from gfs_opt.quota.rule import class_hours
-from gfs_opt.solve import DEFAULT_SOLVER, Outcome, SolverOptions, report
+from gfs_opt.preempt.scoring import place_gang
+from gfs_opt.quota.admission import greedy_admission, lp_order_key
+from gfs_opt.quota.rule import class_hours, rule_quotas
+from gfs_opt.solve import DEFAULT_SOLVER, Outcome, SolverOptions, export, report
 from gfs_opt.solve import solve as run_solver
 
 
@@ -292,9 +294,6 @@ class QuotaResult:
 
 def place_admitted(rnd: Round, admitted: list[int]) -> dict[int, Placement]:
     """The LP pass's packing of an admitted set, in PTS LP order (on a copy of the state)."""
-    from gfs_opt.preempt.scoring import place_gang
-    from gfs_opt.quota.admission import lp_order_key
-
     st = rnd.state.copy()
     placed: dict[int, Placement] = {}
     for j in sorted(admitted, key=lambda j: lp_order_key(rnd.jobs[j])):
@@ -305,13 +304,9 @@ def place_admitted(rnd: Round, admitted: list[int]) -> dict[int, Placement]:
     return placed
 
 
-def greedy_admitted(rnd: Round) -> list[int] | None:
-    """The paper's rule + greedy admission (lead's code) on the round, if available."""
-    try:
-        from gfs_opt.quota.admission import greedy_admission
-        from gfs_opt.quota.rule import rule_quotas
-    except ImportError:
-        return None
+def greedy_admitted(rnd: Round) -> list[int]:
+    """The warm start: the paper's rule and GFS's greedy LP pass on the round, without eviction
+    history (E(n) only breaks ties the model does not see)."""
     return greedy_admission(rnd, rule_quotas(rnd))
 
 
@@ -379,6 +374,4 @@ def solve_quota(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
 
 
 def export_quota(rnd: Round, fmt: str, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> str:
-    from gfs_opt.solve import export
-
     return export(build_model(rnd, opts).model, fmt)

@@ -10,6 +10,7 @@ mean alone fills the pool): η then sat at its clamp while the quota stayed 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from statistics import NormalDist
 
 import numpy as np
@@ -46,16 +47,23 @@ def pool_quota(forecast: PoolForecast | None, capacity: int, eta: float, guarant
     return int(free[:hours].min()) * MILLI
 
 
-def rule_quotas(rnd: Round, eta: dict[str, float] | None = None) -> dict[tuple[str, float], int]:
-    """Quota (milli-GPU) per (pool, guarantee class) for a round."""
+def rule_quotas(rnd: Round, eta: Mapping[str, float] | None = None, *,
+                forecasts: Mapping[str, PoolForecast] | None = None,
+                history: Mapping[str, bool] | None = None) -> dict[tuple[str, float], int]:
+    """Quota (milli-GPU) per (pool, guarantee class) for a round.
+
+    ``eta``, ``forecasts`` and ``history`` (whether a pool has HP history) replace the round's
+    own where given: a refresh computes them before the engine hands them back in a round.
+    """
+    fcs = rnd.forecasts if forecasts is None else forecasts
     out: dict[tuple[str, float], int] = {}
     for pool in rnd.state.pools:
         status = rnd.pool_status(pool)
         e = status.eta if eta is None else eta.get(pool, status.eta)
+        has = status.has_hp_history if history is None else history.get(pool, status.has_hp_history)
         cap = rnd.state.capacity_gpus(pool)
         for d in rnd.params.guarantee_classes:
-            out[(pool, d)] = pool_quota(rnd.forecasts.get(pool), cap, e, d, rnd.params,
-                                        status.has_hp_history)
+            out[(pool, d)] = pool_quota(fcs.get(pool), cap, e, d, rnd.params, has)
     return out
 
 

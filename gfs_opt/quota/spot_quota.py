@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gfs_opt.forecast.provider import ForecastProvider
-from gfs_opt.model import ClusterState, Decision, Params, Round, SolveReport
+from gfs_opt.model import ClusterState, Decision, Params, PoolForecast, Round, SolveReport
 from gfs_opt.quota.admission import quota_wait
 from gfs_opt.quota.rule import rule_quotas, update_eta
 
@@ -84,7 +84,8 @@ class SpotQuota:
         return rnd.quota_due or self.quotas is None
 
     def refresh(self, rnd: Round, decision: Decision) -> None:
-        """New quotas (and η) into ``decision``; after the window, an empty quota map (none)."""
+        """New quotas, η, forecasts and which pools have HP history into ``decision`` (the engine
+        hands them back in later rounds); after the window, an empty quota map (none)."""
         if self._after_window(rnd.time):
             if not self.lifted:
                 self.lifted = True
@@ -92,6 +93,7 @@ class SpotQuota:
                 decision.quotas = {}
             return
         eta: dict[str, float] = {}
+        history: dict[str, bool] = {}
         feedback = self.adaptive and rnd.time - self.last_eta_update >= self.eta_every_s
         if feedback:
             self.last_eta_update = rnd.time
@@ -102,23 +104,26 @@ class SpotQuota:
                 eta[pool] = update_eta(status, rnd.params, wait)
             else:
                 eta[pool] = status.eta if self.adaptive else 1.0
-            status.has_hp_history = self.provider.has_history(pool)
-        rnd.forecasts = self.provider.pool_forecasts(rnd.time)
-        self.quotas = rule_quotas(rnd, eta)
+            history[pool] = self.provider.has_history(pool)
+        forecasts = self.provider.pool_forecasts(rnd.time)
+        self.quotas = rule_quotas(rnd, eta, forecasts=forecasts, history=history)
         if self._in_window(rnd.time):
-            self._note(rnd, eta)
+            self._note(rnd, eta, forecasts)
         decision.eta = eta
+        decision.hp_history = history
+        decision.forecasts = forecasts
         decision.quotas = dict(self.quotas)
         decision.reports.append(SolveReport(step="quota", method="rule", status="heuristic",
                                             objective=float(sum(self.quotas.values())) / 1000.0))
 
-    def _note(self, rnd: Round, eta: Mapping[str, float]) -> None:
+    def _note(self, rnd: Round, eta: Mapping[str, float],
+              forecasts: Mapping[str, PoolForecast]) -> None:
         st = rnd.state
         assert self.quotas is not None
         for pool, d in self.diag.items():
             p = st.pool_index[pool]
             d.refreshes += 1
-            d.with_forecast += int(pool in rnd.forecasts)
+            d.with_forecast += int(pool in forecasts)
             room = int(st.pool_capacity[p] - st.pool_hp[p])
             q = min((v for (pp, _c), v in self.quotas.items() if pp == pool), default=room)
             d.binding += int(q < room)
@@ -129,6 +134,12 @@ class SpotQuota:
         """Replace some quotas (e.g. by the admission MILP's); returns the quotas now in force."""
         self.quotas = {**(self.quotas or {}), **quotas}
         return dict(self.quotas)
+
+    def standalone_quotas(self, rnd: Round) -> Quotas:
+        """The quotas in force on a standalone round: the rule on the round's forecast and η
+        (η = 1 when not ``adaptive``, as every refresh in the simulator sets it)."""
+        eta = None if self.adaptive else dict.fromkeys(rnd.state.pools, 1.0)
+        return rule_quotas(rnd, eta)
 
     def in_force(self) -> Quotas | None:
         """The quotas an LP pass applies now (None: no quota)."""

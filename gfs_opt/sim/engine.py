@@ -15,6 +15,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Protocol
 
 import numpy as np
 
@@ -27,12 +29,13 @@ from gfs_opt.model import (
     JobClass,
     Params,
     Placement,
+    PoolForecast,
     PoolStatus,
     Round,
     RunningJob,
 )
+from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
-from gfs_opt.sim.queues import PendingQueue
 from gfs_opt.sim.recorder import Recorder
 from gfs_opt.traces.base import Trace
 
@@ -45,6 +48,19 @@ _WINDOW, _COMPLETE = 0, 1
 
 class InvalidDecision(GfsError):
     """A policy asked for something the engine must refuse (HP eviction, over-allocation…)."""
+
+
+class RoundHook(Protocol):
+    """Sees each round before the policy does (read-only, like the policy); returning True
+    stops the run after this round. E.g. `gfs_opt.instance.dump.ContestedRoundDump`."""
+
+    def __call__(self, rnd: Round) -> bool | None: ...
+
+
+class DecisionHook(Protocol):
+    """Sees each round with the decision the policy returned, before the engine applies it."""
+
+    def __call__(self, rnd: Round, decision: Decision) -> None: ...
 
 
 @dataclass(slots=True)
@@ -111,10 +127,9 @@ class Simulator:
                  config: SimConfig | None = None) -> None:
         self.trace = trace
         self.policy = policy
-        self.params = params or Params()
         self.cfg = config or SimConfig()
-        self.params.eval_start = self.cfg.eval_start
-        self.params.eval_end = self.cfg.eval_end
+        self.params = replace(params or Params(), eval_start=self.cfg.eval_start,
+                              eval_end=self.cfg.eval_end)
         self.state = trace.cluster_state()
         jobs = trace.iter_jobs()
         unknown = sorted({j.pool for j in jobs} - set(self.state.pools))
@@ -143,16 +158,22 @@ class Simulator:
                                  self.cfg.sample_s)
         self.released = dict.fromkeys(self.state.pools, 0)
         self.hp_released = dict.fromkeys(self.state.pools, 0)
-        self.round = Round(time=0.0, state=self.state, jobs=self.jobs, running=self.running,
-                           pending_hp=self.hp_q, pending_lp=self.lp_q,  # type: ignore[arg-type]
-                           pools=self.pool_status, quotas=self.quotas, params=self.params,
-                           released=self.released, hp_released=self.hp_released)
+        self.queued_since: dict[int, float] = {}
+        self.forecasts: dict[str, PoolForecast] = {}      # the latest a policy handed back
+        self.node_evictions_1h: np.ndarray | None = None  # per node, refreshed with the quota
+        self.node_evictions_1d: np.ndarray | None = None
+        # what a round hands out: read-only views of the engine's own containers
+        self._views = {name: MappingProxyType(getattr(self, attr)) for name, attr in (
+            ("jobs", "jobs"), ("running", "running"), ("queued_since", "queued_since"),
+            ("forecasts", "forecasts"), ("pools", "pool_status"), ("quotas", "quotas"),
+            ("released", "released"), ("hp_released", "hp_released"))}
         self.events = 0
         self.passes = 0
         self.finished = 0               # jobs completed (for the job-conservation invariant)
         self.idle_refreshes = 0
-        #: called before every policy pass with the simulator (e.g. to dump contested rounds)
-        self.on_round: Callable[[Simulator], None] | None = None
+        #: declared observers (e.g. to dump contested rounds, to trace the quota)
+        self.on_round: RoundHook | None = None
+        self.on_decision: DecisionHook | None = None
         self.stop_requested = False
         self.policy.reset(self.state, self.params, trace.origin)
 
@@ -165,7 +186,7 @@ class Simulator:
     def _enqueue(self, r: JobRun, t: float) -> None:
         r.status = "pending"
         r.queued_since = t
-        self.round.queued_since[r.job.id] = t
+        self.queued_since[r.job.id] = t
         if r.job.is_hp:
             self.hp_q.add(r.job)
         else:
@@ -177,7 +198,7 @@ class Simulator:
         job = r.job
         (self.hp_q if job.is_hp else self.lp_q).remove(job.id)
         self.state.allocate(job, placement)
-        self.round.queued_since.pop(job.id, None)
+        self.queued_since.pop(job.id, None)
         r.status = "running"
         r.queue_time += t - r.queued_since
         if math.isnan(r.first_start):
@@ -228,10 +249,8 @@ class Simulator:
             r.windows_failed += 1
         self.recent[pool].append((t, ok))
         st = self.pool_status[pool]
-        if ok:
-            st.succeeded += 1
-        else:
-            st.failed += 1
+        self.pool_status[pool] = (replace(st, succeeded=st.succeeded + 1) if ok
+                                  else replace(st, failed=st.failed + 1))
         if r.in_eval:
             self.recorder.window(t, pool, ok)
 
@@ -249,8 +268,7 @@ class Simulator:
         r.ckpt_time = t
         r.window_start = t
         rj = self.running[r.job.id]
-        rj.last_ckpt = t
-        rj.window_start = t
+        self.running[r.job.id] = replace(rj, last_ckpt=t, window_start=t)
         self._push_window(r)
 
     def _evict(self, r: JobRun, t: float, voluntary: bool) -> None:
@@ -283,10 +301,10 @@ class Simulator:
         for pool, dq in self.recent.items():
             while dq and dq[0][0] < t - horizon:
                 dq.popleft()
-            st = self.pool_status[pool]
-            st.recent_succeeded = sum(1 for _t, ok in dq if ok)
-            st.recent_failed = len(dq) - st.recent_succeeded
-            st.oldest_lp_wait = self._oldest_lp_wait(pool, t)
+            ok = sum(1 for _t, ok in dq if ok)
+            self.pool_status[pool] = replace(self.pool_status[pool], recent_succeeded=ok,
+                                             recent_failed=len(dq) - ok,
+                                             oldest_lp_wait=self._oldest_lp_wait(pool, t))
         while self.node_evictions and self.node_evictions[0][0] < t - DAY:
             self.node_evictions.popleft()
         c1h = np.zeros(self.state.n_nodes, dtype=np.int32)
@@ -296,7 +314,7 @@ class Simulator:
                 c1d[n] += 1
                 if te >= t - HOUR:
                     c1h[n] += 1
-        self.round.node_evictions_1h, self.round.node_evictions_1d = c1h, c1d
+        self.node_evictions_1h, self.node_evictions_1d = c1h, c1d
 
     def _oldest_lp_wait(self, pool: str, t: float) -> float:
         """Wait of the pool's longest-waiting LP job since its last (re)queue.
@@ -313,32 +331,21 @@ class Simulator:
             fifo.popleft()
         return 0.0
 
-    def snapshot(self) -> Round:
-        """A standalone copy of the current round (only the jobs it mentions), e.g. to save
-        as an instance file; the copy shares nothing mutable with the simulation."""
-        rnd = self.round
-        running = {j: RunningJob(r.job, r.start, r.last_ckpt, r.window_start, r.placement,
-                                 r.evictions) for j, r in self.running.items()}
-        pending_hp, pending_lp = list(self.hp_q), list(self.lp_q)
-        ids = [*running, *pending_hp, *pending_lp]
-        return Round(
-            time=rnd.time, state=self.state.copy(), jobs={j: self.jobs[j] for j in ids},
-            running=running, pending_hp=pending_hp, pending_lp=pending_lp,
-            queued_since={j: self.runs[j].queued_since for j in [*pending_hp, *pending_lp]},
-            forecasts=dict(rnd.forecasts),
-            pools={p: replace(st) for p, st in self.pool_status.items()},
-            quotas=dict(self.quotas),
-            node_evictions_1h=None if rnd.node_evictions_1h is None else rnd.node_evictions_1h.copy(),
-            node_evictions_1d=None if rnd.node_evictions_1d is None else rnd.node_evictions_1d.copy(),
-            params=replace(self.params), quota_due=rnd.quota_due)
+    def round_at(self, t: float, quota_due: bool) -> Round:
+        """The round a pass at ``t`` hands out (read-only views of the engine's containers)."""
+        v = self._views
+        return Round(time=t, state=self.state, jobs=v["jobs"], running=v["running"],
+                     pending_hp=self.hp_q, pending_lp=self.lp_q, queued_since=v["queued_since"],
+                     forecasts=v["forecasts"], pools=v["pools"], quotas=v["quotas"],
+                     node_evictions_1h=self.node_evictions_1h,
+                     node_evictions_1d=self.node_evictions_1d, params=self.params,
+                     quota_due=quota_due, released=v["released"], hp_released=v["hp_released"],
+                     dirty_pools=None if quota_due else frozenset(self.dirty))
 
     def _policy_pass(self, t: float, quota_due: bool) -> None:
-        rnd = self.round
-        rnd.time = t
-        rnd.quota_due = quota_due
-        rnd.dirty_pools = None if quota_due else set(self.dirty)  # type: ignore[attr-defined]
-        if self.on_round is not None:
-            self.on_round(self)
+        rnd = self.round_at(t, quota_due)
+        if self.on_round is not None and self.on_round(rnd):
+            self.stop_requested = True
         self.state.begin()
         try:
             decision = self.policy.decide(rnd)
@@ -346,13 +353,21 @@ class Simulator:
             self.state.rollback()
             self.state.commit()
         self.passes += 1
+        if self.on_decision is not None:
+            self.on_decision(rnd, decision)
         self._apply(decision, t)
         self.dirty.clear()
 
     def _apply(self, d: Decision, t: float) -> None:
+        if d.forecasts is not None:
+            self.forecasts.clear()
+            self.forecasts.update(d.forecasts)
+        if d.hp_history:
+            for pool, has in d.hp_history.items():
+                self.pool_status[pool] = replace(self.pool_status[pool], has_hp_history=has)
         if d.eta:
             for pool, eta in d.eta.items():
-                self.pool_status[pool].eta = eta
+                self.pool_status[pool] = replace(self.pool_status[pool], eta=eta)
         if d.quotas is not None:
             self.quotas.clear()
             self.quotas.update(d.quotas)

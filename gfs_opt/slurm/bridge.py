@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from gfs_opt.errors import GfsError
@@ -42,11 +41,17 @@ from gfs_opt.model import (
     RunningJob,
     SolveReport,
 )
+from gfs_opt.pending import FIFO_ORDER, PTS_ORDER
 from gfs_opt.policies import make_policy, register_policy
-from gfs_opt.policies.base import Policy, hp_pass, lp_pass
+from gfs_opt.policies.base import GreedyPolicy
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.policies.gfs_milp import may_fit_by_preemption
 from gfs_opt.preempt.greedy import PreemptRule
+from gfs_opt.preempt.hp_pass import hp_pass
+from gfs_opt.preempt.milp import solve_preemption
+from gfs_opt.preempt.scoring import BEST_FIT, Placer, default_eviction_scores
+from gfs_opt.quota.admission import Quotas, lp_pass
+from gfs_opt.solve import SolverOptions
 from gfs_opt.traces.base import Trace
 
 
@@ -126,30 +131,27 @@ class GfsBrain:
         if self.policy.spot is not None:
             self.policy.spot.refresh(rnd, decision)
         lifted = self.policy.spot is not None and self.policy.spot.lifted
+        forecasts = rnd.forecasts if decision.forecasts is None else decision.forecasts
         return QuotaUpdate(dict(decision.quotas or {}), dict(decision.eta or {}),
-                           dict(rnd.forecasts), decision.reports, lifted)
-
-    def set_node_evictions(self, rnd: Round, c1h: np.ndarray, c1d: np.ndarray) -> None:
-        rnd.node_evictions_1h, rnd.node_evictions_1d = c1h, c1d
+                           dict(forecasts), decision.reports, lifted)
 
     def victims(self, rnd: Round, exact: bool = False, time_limit: float = 2.0,
                 protect_windows: bool = True) -> VictimPlan:
         """Victims so that the pending HP jobs of ``rnd`` start. ``rnd.running`` must hold only
         the LP jobs that may be evicted; every other allocation in ``rnd.state`` is kept."""
-        e = self.policy.e_score if self.policy.use_history else None
+        # E(n) of no evictions: the brain never refreshed its scores from the eviction counts
+        # the controller puts in the round (kept as it was: a behaviour-neutral refactor)
+        placer = (Placer(default_eviction_scores(rnd.state.n_nodes), use_history=True)
+                  if self.policy.use_history else Placer(None, use_history=False))
         if not exact:
             t0 = time.perf_counter()
             decision = Decision()
-            hp_pass(rnd, decision, rule=self.policy.rule, e_score=e,
-                    use_history=self.policy.use_history)
+            hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=self.policy.rule)
             rep = SolveReport(step="preemption", method="greedy", status="heuristic",
                               time_s=time.perf_counter() - t0, solver="pts-greedy")
             return VictimPlan(list(decision.victims), dict(decision.placements), "greedy", [rep])
-        from gfs_opt.preempt.milp import solve_preemption
-        from gfs_opt.solve import SolverOptions
-
         decision = Decision()
-        hp_pass(rnd, decision, rule=None, e_score=e, use_history=self.policy.use_history)
+        hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=None)
         st = rnd.state
         waiting = [j for j in rnd.pending_hp
                    if j not in st.alloc and may_fit_by_preemption(st, rnd.jobs[j])]
@@ -213,19 +215,15 @@ class SlurmGFSPolicy(GFSPolicy):
             _feed(self, frame, pd.Timestamp(origin) if origin is not None else
                   pd.Timestamp("2024-03-01"))
 
-    def decide(self, rnd: Round) -> Decision:
-        decision = Decision()
-        quotas = self.quotas_for_pass(rnd, decision)
-        self.refresh_scores(rnd)
-        e = self.e_score if self.use_history else None
-        hp_pass(rnd, decision, rule=self.rule, e_score=e, use_history=self.use_history,
-                fifo=True, evictable=past_exempt(rnd))
-        self.lp_pass_under_quota(rnd, decision, quotas, e_score=e, use_history=self.use_history,
-                                 fifo=True)
-        return decision
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        hp_pass(rnd, decision, order=FIFO_ORDER, placer=self.placer(rnd), victims=self.rule,
+                evictable=past_exempt(rnd))
+
+    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
+        return lp_pass(rnd, decision, order=FIFO_ORDER, placer=self.placer(rnd), quotas=quotas)
 
 
-class SlurmQOSPolicy(Policy):
+class SlurmQOSPolicy(GreedyPolicy):
     """Slurm's plain QOS preemption: no spot quota; an HP job that does not fit requeues LP jobs
     past their exempt time, youngest first, on the node needing the fewest victims."""
 
@@ -234,15 +232,15 @@ class SlurmQOSPolicy(Policy):
     def __init__(self) -> None:
         self.rule = PreemptRule("newest", "count")
 
-    def decide(self, rnd: Round) -> Decision:
-        decision = Decision()
-        hp_pass(rnd, decision, rule=self.rule, use_history=False, fifo=True,
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        hp_pass(rnd, decision, order=FIFO_ORDER, placer=BEST_FIT, victims=self.rule,
                 evictable=past_exempt(rnd))
-        lp_pass(rnd, decision, quotas=None, use_history=False, fifo=True)
-        return decision
+
+    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
+        return lp_pass(rnd, decision, order=FIFO_ORDER, placer=BEST_FIT, quotas=None)
 
 
-SIM_POLICIES: dict[str, type[Policy]] = {"gfs-slurm": SlurmGFSPolicy, "slurm-qos": SlurmQOSPolicy}
+SIM_POLICIES: dict[str, type[GreedyPolicy]] = {"gfs-slurm": SlurmGFSPolicy, "slurm-qos": SlurmQOSPolicy}
 
 
 def run_simulation(spec: Any, trace: tuple[Trace, float, float]) -> Any:

@@ -20,7 +20,7 @@ import json
 import math
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -205,18 +205,17 @@ class Controller:
 
     def refresh(self, jobs: list[LiveJob]) -> None:
         assert self.brain is not None and self.clock is not None
-        view = self._view(jobs)
-        rnd = view.rnd
+        self.status[self.cfg.pool] = replace(self.tracker.filled(self.status[self.cfg.pool]),
+                                             oldest_lp_wait=oldest_quota_wait(jobs, self.clock))
         st = self.status[self.cfg.pool]
-        self.tracker.fill(st)
-        st.oldest_lp_wait = oldest_quota_wait(jobs, self.clock)
-        c1h, c1d = self.tracker.node_evictions(self.nodes, rnd.time)
-        self.brain.set_node_evictions(rnd, c1h, c1d)
-        rnd.quota_due = True
+        view = self._view(jobs)
+        c1h, c1d = self.tracker.node_evictions(self.nodes, view.rnd.time)
+        rnd = replace(view.rnd, node_evictions_1h=c1h, node_evictions_1d=c1d, quota_due=True)
         upd = self.brain.refresh(rnd)
         for pool, eta in upd.eta.items():
             if pool in self.status:
-                self.status[pool].eta = eta
+                self.status[pool] = replace(self.status[pool], eta=eta)
+        st = self.status[self.cfg.pool]
         self.counts["refreshes"] += 1
         if upd.lifted:
             self._lift_limits()
@@ -273,7 +272,8 @@ class Controller:
             self.log("skip", f"jobs {view.opaque[:5]} hold GPUs in a shape the model cannot map: "
                      "no victim choice this poll")
             return
-        self.brain.set_node_evictions(rnd, *self.tracker.node_evictions(self.nodes, rnd.time))
+        c1h, c1d = self.tracker.node_evictions(self.nodes, rnd.time)
+        rnd = replace(rnd, node_evictions_1h=c1h, node_evictions_1d=c1d)
         plan = self.brain.victims(rnd, exact=self.cfg.exact, time_limit=self.cfg.time_limit,
                                   protect_windows=self.cfg.protect_windows)
         if not plan.victims:

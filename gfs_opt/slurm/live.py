@@ -18,7 +18,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -306,10 +306,11 @@ class WindowTracker:
             self.evictions.popleft()
         return new
 
-    def fill(self, status: PoolStatus) -> None:
-        status.recent_succeeded = sum(1 for e in self.events if e.ok)
-        status.recent_failed = sum(1 for e in self.events if not e.ok)
-        status.failed, status.succeeded = self.failed, self.succeeded
+    def filled(self, status: PoolStatus) -> PoolStatus:
+        """``status`` with the window outcomes seen so far (recent and in total)."""
+        ok = sum(1 for e in self.events if e.ok)
+        return replace(status, recent_succeeded=ok, recent_failed=len(self.events) - ok,
+                       failed=self.failed, succeeded=self.succeeded)
 
     def node_evictions(self, node_names: list[str], t: float) -> tuple[np.ndarray, np.ndarray]:
         """LP evictions per node over the last hour and day (the E(n) inputs)."""

@@ -1,8 +1,9 @@
 """What the spot-quota allocator saw, sampled during a run: forecast band, η, quota, usage.
 
 The recorder keeps quotas but not the forecasts behind them; the quota-vs-demand figure needs
-both. `QuotaTracer` is a `Simulator.on_round` hook (pass it to `runner.run(on_round=...)`): it
-reads the round the policy left behind, so it works for every policy and changes nothing.
+both. `QuotaTracer` is a `Simulator.on_round` hook (`gfs_opt.sim.engine.RoundHook`; pass it to
+`runner.run(on_round=...)`): it reads the round each pass hands the policy — the forecasts, η
+and quotas the previous refresh left — so it works for every policy and changes nothing.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from statistics import NormalDist
 
 import pandas as pd
 
-from gfs_opt.model import MILLI
-from gfs_opt.sim.engine import Simulator
+from gfs_opt.model import MILLI, Round
 
 COLUMNS = ["t", "pool", "capacity", "hp", "lp", "eta", "fc_mean", "fc_lo", "fc_hi", "quota_gpus"]
 
@@ -30,22 +30,22 @@ class QuotaTracer:
     rows: list[tuple] = field(default_factory=list)
     _next: float = -float("inf")
 
-    def __call__(self, sim: Simulator) -> None:
-        t = sim.round.time
+    def __call__(self, rnd: Round) -> None:
+        t = rnd.time
         if t < self.start or t >= self.end or t < self._next:
             return
         self._next = t + self.every_s
-        st = sim.state
-        z = NormalDist().inv_cdf(sim.params.rho)
-        d_min = min(sim.params.guarantee_classes)
+        st = rnd.state
+        z = NormalDist().inv_cdf(rnd.params.rho)
+        d_min = min(rnd.params.guarantee_classes)
         for pool in st.pools:
             p = st.pool_index[pool]
-            fc = sim.round.forecasts.get(pool)
+            fc = rnd.forecasts.get(pool)
             mean = float(fc.mean[0]) if fc is not None and len(fc.mean) else float("nan")
             std = float(max(fc.std[0], 0.0)) if fc is not None and len(fc.std) else float("nan")
-            quota = sim.quotas.get((pool, d_min))
+            quota = rnd.quotas.get((pool, d_min))
             self.rows.append((t, pool, st.capacity_gpus(pool), st.pool_hp[p] / MILLI,
-                              st.pool_lp[p] / MILLI, sim.pool_status[pool].eta, mean,
+                              st.pool_lp[p] / MILLI, rnd.pool_status(pool).eta, mean,
                               max(0.0, mean - z * std), mean + z * std,
                               float("nan") if quota is None else quota / MILLI))
 

@@ -1,4 +1,5 @@
-"""Pending queues kept in PTS order, one sorted list per (pool, gang shape).
+"""Pending queues kept in PTS order, one sorted list per (pool, gang shape), and the queue-order
+part of a policy (`QueueOrder`).
 
 HP order is (−g, submit, id); LP order is (−g, w, submit, id); FIFO policies take (submit, id).
 A shape is (g, w, guarantee class): the ``fail_size`` rule and the quota refuse whole shapes at a
@@ -9,8 +10,10 @@ at its first refusal — a long queue costs one try per shape, not one per job.
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from gfs_opt.model import Job, JobClass
 
@@ -204,3 +207,28 @@ def as_queue(pending: Iterable[int], jobs: Mapping[int, Job], cls: JobClass) -> 
     if isinstance(pending, PendingQueue):
         return pending
     return PendingQueue.from_ids(jobs, pending, cls)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOrder:
+    """A policy's queue part: the order a pass walks a pool's pending jobs, and what a job that
+    cannot start (no room, or the quota refuses it) does to the jobs behind it.
+
+    ``fifo``: submit order (else PTS's size classes, largest first). ``head_of_line``: a blocked
+    job holds the line until it has waited (since its last (re)queue) longer than
+    ``hol_timeout_s``; after that later jobs may pass it.
+    """
+
+    fifo: bool = False
+    head_of_line: bool = False
+    hol_timeout_s: float = math.inf
+
+    def holds_line(self, now: float, queued_since: float) -> bool:
+        """Whether a blocked job queued at ``queued_since`` still blocks the jobs behind it."""
+        return self.head_of_line and now - queued_since <= self.hol_timeout_s
+
+
+#: PTS's order (GFS): sizes largest first, HP by (submit, id), LP by (w, submit, id); no blocking
+PTS_ORDER = QueueOrder()
+#: submit order, a blocked job blocks nobody (Lyra, FGD, Chronus)
+FIFO_ORDER = QueueOrder(fifo=True)

@@ -1,0 +1,86 @@
+"""Which gang shapes are known not to fit: PTS's ``fail_size`` rule within one pass (`FailSizes`)
+and, across passes, until GPUs of the pool are released (`FitMemo`)."""
+
+from __future__ import annotations
+
+from gfs_opt.model import Decision, Round
+
+
+class FailSizes:
+    """PTS's ``fail_size`` rule, generalised to gangs.
+
+    A gang of w workers × g that failed proves that every gang with g' ≥ g and w' ≥ w fails too
+    (placement only gets harder), and nothing more. The paper's rule keys on g alone, which —
+    with gangs placed whole — lets one huge gang that can never fit starve every smaller job of
+    its size (the authors' simulator placed gangs partially and never saw this).
+    """
+
+    __slots__ = ("front",)
+
+    def __init__(self, front: list[tuple[int, int]] | None = None) -> None:
+        self.front: list[tuple[int, int]] = list(front) if front else []
+
+    def dominated(self, g: int, w: int) -> bool:
+        for gf, wf in self.front:  # noqa: SIM110 (a plain loop: hot, and any() is slower)
+            if g >= gf and w >= wf:
+                return True
+        return False
+
+    def add(self, g: int, w: int) -> None:
+        self.front = [(gf, wf) for gf, wf in self.front if not (gf >= g and wf >= w)]
+        self.front.append((g, w))
+
+    def blocks(self, g: int) -> bool:
+        """Every job with per-worker request ≥ g is dominated (a single worker of ≤ g failed)."""
+        return any(gf <= g and wf <= 1 for gf, wf in self.front)
+
+
+class FitMemo:
+    """Gang shapes known not to fit in a pool, carried from one pass to the next.
+
+    Whether a gang fits is a count of worker slots (`worker_slots`; the greedy placements fill
+    one slot per worker, so they succeed exactly when enough exist): without preemption the count
+    grows only when GPUs of the pool are released, and when any running LP job may be evicted,
+    only when HP GPUs are released. A shape that failed therefore keeps failing until the engine
+    reports such a release in the pool (``Round.released`` / ``Round.hp_released``) or a pass of
+    the same round released victims there. A pass uses the memo only to skip the costly tries of
+    shapes it knows will fail; it still refuses them in the same order, so decisions do not
+    change. Built-in placement functions only: a worker rule that can fail with free slots
+    left would break the premise. A round without release counts (a standalone instance) never
+    uses the memo.
+    """
+
+    def __init__(self, preemptive: bool) -> None:
+        self.preemptive = preemptive
+        self._known: dict[str, tuple[int, list[tuple[int, int]]]] = {}
+
+    def _count(self, rnd: Round, pool: str) -> int | None:
+        counts = rnd.hp_released if self.preemptive else rnd.released
+        return None if counts is None else counts.get(pool, 0)
+
+    def known(self, rnd: Round, pool: str, decision: Decision) -> FailSizes | None:
+        """Shapes known to fail in ``pool`` now (None: nothing known)."""
+        entry = self._known.get(pool)
+        if entry is None or entry[0] != self._count(rnd, pool):
+            return None
+        if not self.preemptive and released_in(rnd, pool, decision):
+            return None
+        return FailSizes(entry[1])
+
+    def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:
+        """Remember what this pass saw fail (with what was known before it)."""
+        count = self._count(rnd, pool)
+        if count is None:
+            return
+        merged = FailSizes(known.front if known is not None else None)
+        for g, w in fails.front:
+            if not merged.dominated(g, w):
+                merged.add(g, w)
+        self._known[pool] = (count, merged.front)
+
+
+def released_in(rnd: Round, pool: str, decision: Decision) -> bool:
+    """Whether this round already freed GPUs of ``pool`` (victims or re-queues)."""
+    jobs = rnd.jobs
+    return any(jobs[j].pool == pool for j in decision.victims) or any(
+        jobs[j].pool == pool for j in decision.requeue)

@@ -1,0 +1,120 @@
+"""The greedy HP pass: PTS (GFS-SPEC §2.3) and every baseline's variant, in the simulator and on a
+standalone round alike.
+
+A pass walks each pool's pending HP jobs in the policy's order (`QueueOrder`), tries a free spot
+for the whole gang (`Placer`), else — with a victim rule (`PreemptRule`) — evicts LP work so it
+fits. A gang that failed rules out every gang at least as large in the same pool (`FailSizes`).
+`hp_pass` plans on the round's live state (the engine rolls it back); `greedy_preemption` runs it
+on a copy of a standalone round, which is what `gfs-opt solve --method greedy` and the exact
+solver's warm start use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+
+from gfs_opt.model import Decision, JobClass, Round, RunningJob, SolveReport
+from gfs_opt.pending import PTS_ORDER, QueueOrder, as_queue
+from gfs_opt.preempt.fit_memo import FailSizes, FitMemo
+from gfs_opt.preempt.greedy import (
+    PTS_RULE,
+    ChoiceCache,
+    PreemptContext,
+    PreemptRule,
+    place_gang_preemptive,
+)
+from gfs_opt.preempt.scoring import BEST_FIT, Placer, pool_can_fit
+
+
+def pools_to_run(rnd: Round, queue_pools: list[str]) -> list[str]:
+    """The pools of ``queue_pools`` a pass visits: those that changed since the last pass."""
+    pools = sorted(queue_pools)
+    dirty = rnd.dirty_pools
+    return pools if dirty is None else [p for p in pools if p in dirty]
+
+
+def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer,
+            victims: PreemptRule | None, evictable: Mapping[int, RunningJob] | None = None,
+            memo: FitMemo | None = None) -> None:
+    """HP pass on the round's state (placements and victims go into ``decision``).
+
+    ``victims=None`` disables preemption; ``evictable`` narrows the LP jobs that may be evicted
+    (default: every running job of the round; HP jobs are never chosen). Jobs dominated by a gang
+    that already failed in this pool are skipped (`FailSizes`); under a head-of-line order a
+    blocked job stops its pool's pass (`QueueOrder.holds_line`). ``memo`` (see `FitMemo`;
+    ignored with ``evictable``) skips tries known to fail.
+    """
+    st = rnd.state
+    queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
+    running: Mapping[int, RunningJob] = rnd.running if evictable is None else evictable
+    if evictable is not None:
+        memo = None
+    own: dict[int, RunningJob] | None = None  # copy-on-write: most passes evict nobody
+    e_score, use_history = placer.e_score, placer.use_history
+    for pool in pools_to_run(rnd, queue.pools()):
+        fails = FailSizes()
+        known = memo.known(rnd, pool, decision) if memo is not None else None
+        cache: ChoiceCache = {}
+        stop = False
+        for cursor in queue.cursors(pool, order.fifo):
+            for jid, (g, w, _d) in cursor:
+                if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
+                    continue
+                if fails.dominated(g, w):
+                    cursor.drop()  # nothing later of this shape can start either
+                    continue
+                job = rnd.jobs[jid]
+                placement = None
+                chosen: list[int] = []
+                if known is None or not known.dominated(g, w):
+                    if pool_can_fit(st, job):
+                        placement = placer.gang(st, job)
+                    if placement is None and victims is not None:
+                        ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(pool),
+                                             st.capacity_gpus(pool), rnd.params.eval_length,
+                                             rnd.params.restart_overhead)
+                        res = place_gang_preemptive(ctx, job, victims, e_score, use_history, cache)
+                        if res is not None:
+                            placement, chosen = res
+                if placement is None:
+                    if order.holds_line(rnd.time, rnd.queued_since.get(jid, job.submit)):
+                        stop = True
+                        break
+                    fails.add(g, w)
+                    cursor.drop()
+                    continue
+                if chosen:
+                    if own is None:
+                        own = dict(running)
+                        running = own
+                    for v in chosen:
+                        gone = own.pop(v)
+                        st.release(gone.job)
+                        for n, _gpus in gone.placement:
+                            cache.pop(n, None)
+                decision.victims.extend(chosen)
+                st.allocate(job, placement)
+                for n, _gpus in placement:
+                    cache.pop(n, None)
+                decision.placements[jid] = placement
+            if stop:
+                break
+        if memo is not None:
+            memo.keep(rnd, pool, known, fails)
+
+
+def greedy_preemption(rnd: Round, victims: PreemptRule | None = PTS_RULE, *,
+                      order: QueueOrder = PTS_ORDER, placer: Placer = BEST_FIT,
+                      evictable: Mapping[int, RunningJob] | None = None) -> Decision:
+    """`hp_pass` on a standalone round, planned on a copy of its state (the round is left as it
+    is). Defaults: GFS's pass without eviction history (the exact solvers' warm start);
+    ``victims=None``: no preemption."""
+    t0 = time.perf_counter()
+    decision = Decision()
+    hp_pass(replace(rnd, state=rnd.state.copy()), decision, order=order, placer=placer,
+            victims=victims, evictable=evictable)
+    decision.reports.append(SolveReport(step="preemption", method="greedy", status="heuristic",
+                                        time_s=time.perf_counter() - t0, solver="pts-greedy"))
+    return decision

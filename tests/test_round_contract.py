@@ -1,0 +1,85 @@
+"""The engine/policy contract: the round a policy is handed is read-only, and what a policy wants
+changed (quotas, η, forecasts, HP history) travels in its `Decision` and comes back in later
+rounds. Observers see rounds through declared hooks, never the simulator."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gfs_opt.experiments.runner import RunSpec, prepare_trace
+from gfs_opt.model import Decision, Params, Round
+from gfs_opt.policies import make_policy
+from gfs_opt.sim.engine import SimConfig, Simulator
+
+
+def simulator(policy: str = "gfs", params: Params | None = None) -> Simulator:
+    spec = RunSpec.from_setup("ref-toy", policy=policy)
+    trace, lo, hi = prepare_trace(spec)
+    return Simulator(trace, make_policy(policy, forecaster="ets"), params,
+                     SimConfig(eval_start=lo, eval_end=hi, drain_s=0.0))
+
+
+def test_the_round_a_policy_gets_is_read_only() -> None:
+    sim = simulator()
+    seen: list[Round] = []
+
+    def on_round(rnd: Round) -> bool:
+        seen.append(rnd)
+        return bool(len(rnd.running) and len(rnd.pending_hp) and rnd.quotas)
+
+    sim.on_round = on_round
+    sim.run()
+    rnd = seen[-1]
+    assert rnd.running and rnd.quotas and rnd.pools, "ran too short to see a populated round"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rnd.forecasts = {}  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rnd.dirty_pools = frozenset()  # type: ignore[misc]
+    for name in ("jobs", "running", "queued_since", "forecasts", "pools", "quotas", "released",
+                 "hp_released"):
+        with pytest.raises(TypeError):
+            getattr(rnd, name)[0] = None      # read-only views of the engine's containers
+    pool = next(iter(rnd.pools))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rnd.pools[pool].has_hp_history = False  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rnd.params.eval_end = 0.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        next(iter(rnd.running.values())).window_start = 0.0  # type: ignore[misc]
+
+
+def test_the_engine_leaves_the_callers_params_alone() -> None:
+    params = Params(rho=0.8)
+    sim = simulator(params=params)
+    assert params.eval_start == 0.0 and params.eval_end == float("inf")
+    assert sim.params.rho == 0.8 and sim.params.eval_end == sim.cfg.eval_end
+
+
+def test_what_a_refresh_decides_comes_back_in_the_next_round() -> None:
+    """Forecasts, η, HP history and quotas travel in the decision; the engine applies them, so
+    the next round shows exactly what the refresh returned."""
+    sim = simulator()
+    pending: list[Decision] = []
+    checked: list[float] = []
+
+    def on_round(rnd: Round) -> bool:
+        if pending:
+            d = pending.pop()
+            assert dict(rnd.forecasts) == d.forecasts
+            assert dict(rnd.quotas) == d.quotas
+            assert d.eta and d.hp_history
+            for pool, eta in d.eta.items():
+                assert rnd.pools[pool].eta == eta
+                assert rnd.pools[pool].has_hp_history == d.hp_history[pool]
+            checked.append(rnd.time)
+        return len(checked) >= 3
+
+    def on_decision(rnd: Round, d: Decision) -> None:
+        if d.forecasts is not None and d.forecasts:
+            pending.append(d)
+
+    sim.on_round, sim.on_decision = on_round, on_decision
+    sim.run()
+    assert len(checked) == 3
