@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from gfs_opt.errors import GfsError
+from gfs_opt.experiments.runner import run
 from gfs_opt.forecast.series import series_from_trace
 from gfs_opt.model import (
     ClusterState,
@@ -42,7 +43,7 @@ from gfs_opt.model import (
     SolveReport,
 )
 from gfs_opt.pending import FIFO_ORDER, PTS_ORDER
-from gfs_opt.policies import make_policy, register_policy
+from gfs_opt.policies import POLICIES, make_policy, register_policy
 from gfs_opt.policies.base import GreedyPolicy
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.policies.gfs_milp import may_fit_by_preemption
@@ -246,9 +247,6 @@ SIM_POLICIES: dict[str, type[GreedyPolicy]] = {"gfs-slurm": SlurmGFSPolicy, "slu
 def run_simulation(spec: Any, trace: tuple[Trace, float, float]) -> Any:
     """`gfs_opt.experiments.runner.run` on a prepared trace, with the two policies above
     registered for the duration of the call only (the global registry stays as it was)."""
-    from gfs_opt.experiments.runner import run
-    from gfs_opt.policies import POLICIES
-
     added = [name for name in SIM_POLICIES if name not in POLICIES]
     for name in added:
         register_policy(name, SIM_POLICIES[name])
