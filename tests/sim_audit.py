@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.model import MILLI, Job, Params, Placement
-from gfs_opt.sim.engine import JobRun, SimConfig, Simulator
+from gfs_opt.sim.engine import SimConfig, Simulator
+from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.traces.base import Trace
 
 TOL = 1e-6

@@ -312,3 +312,15 @@ def test_auto_routes_by_history_and_survives_new_and_zero_series() -> None:
     pred = model.fit(pd.concat([long_hist, extra])).predict(4)
     assert model.routes_ == {"P|s0": "prophet", "P|new": "ets", "P|zero": "ets", "P|rare": "ets"}
     assert len(pred) == 16 and np.isfinite(pred[["mean", "std", qcol(0.9)]]).all().all()
+
+
+def test_ndtri_is_the_normal_quantile_the_forecasters_used() -> None:
+    """The forecasters take z from `scipy.special.ndtri` (fast to import) instead of
+    `scipy.stats.norm.ppf`: the same values, bit for bit, edges included."""
+    from scipy.special import ndtri
+    from scipy.stats import norm
+
+    levels = [0.0, 1e-12, 0.05, 0.1, 0.5, 0.8, 0.9, 0.95, 0.975, 0.99, 1 - 1e-12, 1.0]
+    for q in levels:
+        a, b = norm.ppf(q), ndtri(q)
+        assert (a == b) or (np.isnan(a) and np.isnan(b)), q

@@ -42,6 +42,16 @@ def test_single_method_and_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["preemption"]["milp"]["reports"][0]["solver"] == "ortools-cpsat"
 
 
+def test_the_cli_choices_are_the_solvers_own() -> None:
+    """`solve_cmd` spells out its choices (start-up time); they must be the modules' own."""
+    from gfs_opt.commands import solve_cmd
+    from gfs_opt.instance import solve_round
+    from gfs_opt.solve import EXPORT_FORMATS, SOLVERS
+
+    assert solve_cmd.METHODS == solve_round.METHODS and solve_cmd.STEPS == solve_round.STEPS
+    assert tuple(SOLVERS) == solve_cmd.SOLVERS and solve_cmd.EXPORT_FORMATS == EXPORT_FORMATS
+
+
 def test_greedy_steps_of_another_policy(capsys: pytest.CaptureFixture[str]) -> None:
     """``--policy`` picks whose greedy passes answer: on tiny-09 GFS's two-pointer victims spare
     the costlier LP gang that Lyra's reclaim cost breaks, and Lyra has no spot quota."""

@@ -145,7 +145,7 @@ def test_policies_without_head_of_line_blocking_go_around() -> None:
 def test_yarn_cs_static_quota_is_capacity_minus_hp() -> None:
     b = RoundBuilder(4, 4)
     b.run(job(1, HP, 3000), ((0, (0, 1, 2)),))
-    q = YarnCSPolicy(quota="static").static_quotas(b.build())
+    q = YarnCSPolicy(quota="static").standalone_quotas(b.build())
     assert q == {("A100", 1.0): 5000}
     with pytest.raises(ValueError, match="quota"):
         YarnCSPolicy(quota="rule")
@@ -222,13 +222,13 @@ def test_fgd_places_where_fragmentation_grows_least() -> None:
     st_.allocate(job(1, HP, 5000), ((1, (0, 1, 2, 3, 4)),))          # node 1: 3 free
     pol = FGDPolicy()
     # 1 GPU: node 0 Δ = frag(7) − frag(8) = 3500; node 1 Δ = frag(2) − frag(3) = −550 → node 1
-    assert pol.place_worker(st_, job(2, LP, 1000)) == (1, (5,))
+    assert pol.placement.place_worker(st_, job(2, LP, 1000)) == (1, (5,))
     # 8 GPUs: only node 0
-    assert pol.place_worker(st_, job(3, LP, 8000))[0] == 0
+    assert pol.placement.place_worker(st_, job(3, LP, 8000))[0] == 0
     # fractional: a fresh GPU adds its unused 1000 − g; best fit on a shared GPU comes first
-    assert pol.place_worker(st_, job(4, LP, 300))[0] == 1
+    assert pol.placement.place_worker(st_, job(4, LP, 300))[0] == 1
     st_.allocate(job(5, LP, 600), ((0, (7,)),))
-    assert pol.place_worker(st_, job(6, LP, 300)) == (0, (7,))
+    assert pol.placement.place_worker(st_, job(6, LP, 300)) == (0, (7,))
 
 
 # ---- registry -------------------------------------------------------------------------------------

@@ -20,12 +20,16 @@ from gfs_opt.errors import GfsError
 #: pending jobs beyond which the exact MILPs are refused: their models alone take longer to build
 #: than any sensible time limit (100,000 pending LP jobs: 43 s and 0.9 GB with --time-limit 5)
 MAX_MILP_PENDING = 10_000
+# the choices of `gfs_opt.instance.solve_round` (METHODS, STEPS) and `gfs_opt.solve` (SOLVERS,
+# EXPORT_FORMATS), spelled out: importing those modules here would load OR-Tools and every policy
+# for any `gfs-opt` command (tests/test_milp_cli.py checks they agree)
+METHODS = ("greedy", "milp", "both")
+STEPS = ("all", "quota", "preemption")
+SOLVERS = ("scip", "highs", "cpsat")
+EXPORT_FORMATS = ("lp", "mps")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from gfs_opt.instance.solve_round import METHODS, STEPS
-    from gfs_opt.solve import EXPORT_FORMATS, SOLVERS
-
     p = sub.add_parser("solve", help="solve one instance file: greedy, exact MILP, or both side by side")
     p.add_argument("instance", type=Path, metavar="INSTANCE", help="instance file (JSON)")
     p.add_argument("--method", choices=METHODS, default="both")

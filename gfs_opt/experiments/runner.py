@@ -21,6 +21,7 @@ from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import RoundHook, SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
 from gfs_opt.traces.base import Trace, parse_time
+from gfs_opt.traces.load import load_trace
 from gfs_opt.traces.placeable import never_placeable_counts
 
 
@@ -97,8 +98,6 @@ def _atomic_csv(path: Path, df: pd.DataFrame) -> None:
 
 def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
     """Load, restrict and scale the trace; returns it with the scored window in seconds."""
-    from gfs_opt.traces.load import load_trace
-
     trace = load_trace(spec.trace, seed=spec.seed)
     try:
         trace = trace.stretch_time(spec.time_scale).scale_capacity(spec.capacity_scale)

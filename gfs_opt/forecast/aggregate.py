@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from scipy.special import ndtri  # = scipy.stats.norm.ppf, without importing scipy.stats
 
 from gfs_opt.errors import GfsError
 from gfs_opt.forecast.base import qcol
@@ -63,7 +63,7 @@ def pool_forecasts(pred: pd.DataFrame, series_pool: Mapping[str, str] | None = N
     std = pred["std"].to_numpy(dtype=float)
     mu = np.zeros(shape)
     np.add.at(mu, (p_idx, h_idx), mean)
-    z = float(norm.ppf(rho))
+    z = float(ndtri(rho))
     if method == "independent":
         var = np.zeros(shape)
         np.add.at(var, (p_idx, h_idx), std ** 2)

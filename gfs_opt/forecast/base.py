@@ -46,7 +46,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from scipy.special import ndtri  # = scipy.stats.norm.ppf, without importing scipy.stats
 
 from gfs_opt.errors import GfsError
 from gfs_opt.forecast.calibration import draw, lead_spreads
@@ -469,7 +469,7 @@ class BaseForecaster:
             q = dict(fc.quantiles or {})
             for level in self.quantiles:
                 if level not in q:
-                    q[level] = raw + norm.ppf(level) * fc.std
+                    q[level] = raw + ndtri(level) * fc.std
             fc.quantiles = {lv: np.maximum(np.asarray(v, dtype=float), 0.0) for lv, v in q.items()}
         self._cache = (horizon, n_samples, out)
         return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri  # = scipy.stats.norm.ppf, without importing scipy.stats
 
 
 def _stack(errors: Sequence[np.ndarray], horizon: int) -> np.ndarray:
@@ -63,7 +63,7 @@ def lead_spreads(errors: Sequence[np.ndarray], horizon: int, levels: Sequence[fl
         else:
             std[short, 0] = cold[short]
             for lv in levels:
-                offsets[lv][short, 0] = float(norm.ppf(lv)) * cold[short]
+                offsets[lv][short, 0] = float(ndtri(lv)) * cold[short]
     return std, offsets
 
 

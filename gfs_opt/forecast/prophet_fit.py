@@ -31,6 +31,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -191,10 +192,22 @@ def _json_file(text: str) -> Iterator[str]:
             os.unlink(path)
 
 
+def import_prophet() -> Any:
+    """Import Prophet with cmdstanpy's per-fit INFO chatter and the plotly warning silenced."""
+    logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
+    stan_log = logging.getLogger("cmdstanpy")
+    if not stan_log.handlers:
+        # cmdstanpy installs a DEBUG-level stream handler unless one exists already
+        stan_log.addHandler(logging.NullHandler())
+    stan_log.setLevel(logging.WARNING)
+    logging.getLogger("prophet").setLevel(logging.WARNING)
+    from prophet import Prophet
+
+    return Prophet
+
+
 @cache
 def _backend_class() -> type:
-    from gfs_opt.forecast.prophet_model import import_prophet
-
     import_prophet()
     from prophet.models import CmdStanPyBackend
 
@@ -275,8 +288,6 @@ def _backend_class() -> type:
 
 @cache
 def _prophet_class() -> type:
-    from gfs_opt.forecast.prophet_model import import_prophet
-
     prophet_cls: Any = import_prophet()
 
     class SharedProphet(prophet_cls):

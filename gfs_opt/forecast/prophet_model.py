@@ -37,7 +37,6 @@ is seeded per series and restored afterwards.
 from __future__ import annotations
 
 import contextlib
-import logging
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,25 +54,11 @@ from gfs_opt.forecast.base import (
     lead_grid,
 )
 from gfs_opt.forecast.ets import SeasonalETS
-from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet
+from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, import_prophet
 
 EXTEND_H = 48        # hours of Prophet's mean evaluated past the fitted window at each fit
 PHIS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
 _FEATURE_CACHE_SIZE = 64
-
-
-def import_prophet() -> Any:
-    """Import Prophet with cmdstanpy's per-fit INFO chatter and the plotly warning silenced."""
-    logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
-    stan_log = logging.getLogger("cmdstanpy")
-    if not stan_log.handlers:
-        # cmdstanpy installs a DEBUG-level stream handler unless one exists already
-        stan_log.addHandler(logging.NullHandler())
-    stan_log.setLevel(logging.WARNING)
-    logging.getLogger("prophet").setLevel(logging.WARNING)
-    from prophet import Prophet
-
-    return Prophet
 
 
 @contextlib.contextmanager

@@ -17,8 +17,10 @@ import pandas as pd
 
 from gfs_opt.errors import GfsError, InputError
 from gfs_opt.forecast.series import series_from_trace
+from gfs_opt.forecast.series_csv import load_series_file
 from gfs_opt.paths import alibaba_dir
 from gfs_opt.traces.base import ALIBABA_ORIGIN
+from gfs_opt.traces.load import load_trace
 
 ALIBABA_HOURLY = "alibaba-hourly"
 ALIBABA_HOURLY_FILE = Path("derived_sultanul_ovi") / "tables_extra" / "hourly_concurrency_top_models.csv"
@@ -93,7 +95,6 @@ def load_history(source: str, seed: int = 0,
         return df, f"alibaba-hourly: {df['series'].nunique()} pools × {df['ds'].nunique()} hours"
     path = Path(source).expanduser()
     if path.is_file() and path.suffix == ".csv" and not _is_trace_file(path):
-        from gfs_opt.forecast.series_csv import load_series_file
 
         df = load_series_file(path, **(columns or {}))
         return df, f"{path}: {df['series'].nunique()} series × {df['ds'].nunique()} hours"
@@ -106,7 +107,6 @@ def load_history(source: str, seed: int = 0,
             raise InputError(path, f"lacks column(s) {missing}; a series CSV has ds, series, y")
         df = load_series_csv(path)
         return df, f"{path}: {df['series'].nunique()} series × {df['ds'].nunique()} hours"
-    from gfs_opt.traces.load import load_trace
 
     try:
         trace = load_trace(source, seed=seed)

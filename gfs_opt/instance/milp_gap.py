@@ -16,6 +16,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from gfs_opt.errors import GfsError
+from gfs_opt.instance import load_round
+from gfs_opt.instance.solve_round import solve_round
 from gfs_opt.solve import SolverOptions
 
 
@@ -36,9 +38,6 @@ def _seconds(*outcomes: object) -> float:
 def solve_instances(files: Iterable[Path], time_limit: float = 10.0, solver: str = "scip",
                     progress: bool = False) -> pd.DataFrame:
     """Both solvers on every file, both steps; see the module doc for the columns' meaning."""
-    from gfs_opt.instance import load_round
-    from gfs_opt.instance.solve_round import solve_round
-
     opts = SolverOptions(solver=solver, time_limit=time_limit)
     rows = []
     files = list(files)

@@ -9,7 +9,9 @@ never reaches into the simulator. Hooks let it see HP usage history and the dail
 A greedy policy's round is three steps: the quotas in force (`quotas_for_pass`), the HP pass
 (`hp_step`) and the LP pass (`lp_step`). The same steps run on a standalone round
 (`standalone_quotas`, and the two passes on a copy of its state), which is what
-`gfs-opt solve --method greedy` answers: one implementation for simulator and solver.
+`gfs-opt solve --method greedy` answers: one implementation for simulator and solver. A
+`ComposedPolicy` takes them from named parts (`gfs_opt.policies.parts`): queue order, admission
+rule, placement score, victim rule; GFS and every baseline are such compositions.
 """
 
 from __future__ import annotations
@@ -18,10 +20,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
-from gfs_opt.model import ClusterState, Decision, Params, Round
+from gfs_opt.model import ClusterState, Decision, Params, Round, RunningJob
+from gfs_opt.pending import QueueOrder
+from gfs_opt.policies.parts import (
+    Admission,
+    PlacementScore,
+    describe_order,
+    describe_victims,
+)
 from gfs_opt.preempt.fit_memo import FitMemo
+from gfs_opt.preempt.greedy import PreemptRule
+from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.scoring import BEST_FIT, Placer
-from gfs_opt.quota.admission import Quotas
+from gfs_opt.quota.admission import Quotas, lp_pass
 from gfs_opt.quota.spot_quota import SpotQuota
 
 
@@ -74,27 +85,12 @@ class Policy(ABC):
 
     def quotas_for_pass(self, rnd: Round, decision: Decision) -> Quotas | None:
         """Refresh the spot quota when due; the quotas this pass applies (None: no quota)."""
-        if self.spot is None:
-            return None
-        if self.spot.due(rnd):
-            self.spot.refresh(rnd, decision)
-        return self.spot.in_force()
+        return None if self.spot is None else self.spot.quotas_for_pass(rnd, decision)
 
     def count_denials(self, rnd: Round, denied: Mapping[str, int]) -> None:
         """The LP pass's quota refusals, for the quota's diagnostics."""
         if self.spot is not None:
             self.spot.count_denials(rnd.time, denied)
-
-
-QUOTA_MODES = ("none", "sqa")
-
-
-def shared_quota(mode: str, forecaster: str, policy: str) -> SpotQuota | None:
-    """A baseline's LP admission: no quota, or GFS's SQA quota with η fixed at 1 (``"sqa"``),
-    the setting in which the authors ran YARN-CS, Lyra and FGD."""
-    if mode not in QUOTA_MODES:
-        raise ValueError(f"{policy} quota must be one of {', '.join(QUOTA_MODES)}, got {mode!r}")
-    return SpotQuota(forecaster, adaptive=False) if mode == "sqa" else None
 
 
 class GreedyPolicy(Policy):
@@ -129,3 +125,54 @@ class GreedyPolicy(Policy):
         """The quotas this policy applies to a standalone round (an instance file): the quota
         rule on the round's forecast and η when it holds a spot quota, else None."""
         return self.spot.standalone_quotas(rnd) if self.spot is not None else None
+
+
+class ComposedPolicy(GreedyPolicy):
+    """A greedy policy composed of named parts (`gfs_opt.policies.parts`).
+
+    order: the `QueueOrder` both passes walk the queues in.
+    admission: the LP quota rule (`NoQuota`, `SpotQuota`, `FreeCapacityQuota`, …).
+    placement: where free GPUs are taken (`BestFit`, or a paper's own `PlacementScore`).
+    victim_rule: which LP jobs an HP job may evict (`PreemptRule`); None: no preemption.
+
+    `evictable` narrows the running LP jobs the victim rule may choose from (default: all).
+    """
+
+    def __init__(self, *, order: QueueOrder, admission: Admission, placement: PlacementScore,
+                 victim_rule: PreemptRule | None) -> None:
+        self.order = order
+        self.admission = admission
+        self.placement = placement
+        self.victim_rule = victim_rule
+        self.spot = admission if isinstance(admission, SpotQuota) else None
+
+    def parts(self) -> dict[str, str]:
+        """What the policy is made of, part by part, in words (ARCHITECTURE.md lists them)."""
+        return {"queue order": describe_order(self.order), "admission": self.admission.name,
+                "placement": self.placement.name,
+                "victims": describe_victims(self.victim_rule)}
+
+    def quotas_for_pass(self, rnd: Round, decision: Decision) -> Quotas | None:
+        return self.admission.quotas_for_pass(rnd, decision)
+
+    def count_denials(self, rnd: Round, denied: Mapping[str, int]) -> None:
+        self.admission.count_denials(rnd.time, denied)
+
+    def standalone_quotas(self, rnd: Round) -> Quotas | None:
+        return self.admission.standalone_quotas(rnd)
+
+    def placer(self, rnd: Round) -> Placer:
+        return self.placement.placer(rnd)
+
+    def evictable(self, rnd: Round) -> Mapping[int, RunningJob] | None:
+        """The running jobs the victim rule may choose from (None: every running LP job)."""
+        return None
+
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        hp_pass(rnd, decision, order=self.order, placer=self.placer(rnd),
+                victims=self.victim_rule, evictable=self.evictable(rnd),
+                memo=self.fit_memo("hp", preemptive=self.victim_rule is not None))
+
+    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
+        return lp_pass(rnd, decision, order=self.order, placer=self.placer(rnd), quotas=quotas,
+                       memo=self.fit_memo("lp", preemptive=False))

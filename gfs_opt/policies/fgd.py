@@ -1,10 +1,17 @@
-"""FGD (ATC'23) baseline: fragmentation-gradient-descent placement, YARN-CS preemption.
+"""FGD (Weng et al., *Beware of Fragmentation: Scheduling GPU-Sharing Workloads with
+Fragmentation Gradient Descent*, ATC'23) baseline.
 
-A node's expected fragmentation under the typical request mix M = {1: .35, 2: .10, 4: .05,
-8: .50} GPUs counts the free capacity a request of size m cannot use: all of it when fewer than
-m whole GPUs are free, otherwise the residuals of partly used GPUs. Each worker goes where that
-expectation grows least (ties: best fit, lowest index). ``quota="sqa"`` (the policy `fgd+sqa`)
-admits LP work under GFS's spot quota at a static η.
+FGD places each task where it increases the cluster's expected fragmentation least. A node's
+fragmentation, measured against the typical request mix M = {1: .35, 2: .10, 4: .05, 8: .50}
+GPUs, counts the free capacity a request of size m cannot use — all of it when fewer than m whole
+GPUs are free, otherwise the residuals of partly used GPUs — weighted by the mix; a task goes to
+the node where that expectation grows least (ties: best fit, lowest index). FGD does not define
+preemption: here it preempts like YARN-CS (newest first, on the node needing the fewest), and
+serves jobs first come, first served.
+
+Composition: FIFO order · no quota (or ``quota="sqa"``: GFS's spot quota at η = 1, the policy
+`fgd+sqa`) · fragmentation-gradient placement · newest-first victims on the node needing the
+fewest. (Preemptive placement takes free spots by best fit, as for every policy.)
 """
 
 from __future__ import annotations
@@ -13,21 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from gfs_opt.model import (
-    MILLI,
-    ClusterState,
-    Decision,
-    Job,
-    Round,
-    WorkerPlacement,
-    gpus_per_worker,
-)
-from gfs_opt.pending import FIFO_ORDER
-from gfs_opt.policies.base import GreedyPolicy, shared_quota
-from gfs_opt.preempt.greedy import PreemptRule
-from gfs_opt.preempt.hp_pass import hp_pass
+from gfs_opt.model import MILLI, ClusterState, Job, Round, WorkerPlacement, gpus_per_worker
+from gfs_opt.policies.base import ComposedPolicy
+from gfs_opt.policies.parts import FIFO_ORDER, PreemptRule, baseline_admission
 from gfs_opt.preempt.scoring import Placer, best_gpu_fraction, free_gpus_on
-from gfs_opt.quota.admission import Quotas, lp_pass
 
 TYPICAL_MIX: dict[int, float] = {1: 0.35, 2: 0.10, 4: 0.05, 8: 0.50}
 
@@ -35,23 +31,24 @@ TYPICAL_MIX: dict[int, float] = {1: 0.35, 2: 0.10, 4: 0.05, 8: 0.50}
 def whole_fragmentation(max_free: int, mix: dict[int, float] = TYPICAL_MIX) -> np.ndarray:
     """frag[f] = Σ_m p_m · [f < m] · f · 1000: free whole GPUs stranded for size-m requests."""
     f = np.arange(max_free + 1)
-    return sum(p * (f < m) * f * MILLI for m, p in mix.items())  # type: ignore[return-value]
+    out = np.zeros(max_free + 1)
+    for m, p in mix.items():
+        out = out + p * (f < m) * f * MILLI
+    return out
 
 
-class FGDPolicy(GreedyPolicy):
-    name = "fgd"
+class FragmentationGradient:
+    """FGD's placement score: each worker where the expected fragmentation grows least."""
 
-    def __init__(self, quota: str = "none", forecaster: str = "prophet") -> None:
-        self.rule = PreemptRule("newest", "count")
-        self.frag = whole_fragmentation(64)
-        self.quota_mode = quota
-        self.forecaster_name = forecaster
-        self.spot = shared_quota(quota, forecaster, self.name)
+    name = "fragmentation gradient"
+
+    def __init__(self, mix: dict[int, float] = TYPICAL_MIX) -> None:
+        self.frag = whole_fragmentation(64, mix)
+        # its worker choice fills one slot per worker like best fit's, so `FitMemo` holds
         self._placer = Placer(None, use_history=False, worker_fn=self.place_worker)
 
-    def options(self) -> dict[str, Any]:
-        return {"quota": self.quota_mode,
-                **({"forecaster": self.forecaster_name} if self.spot else {})}
+    def placer(self, rnd: Round) -> Placer:
+        return self._placer
 
     def place_worker(self, state: ClusterState, job: Job) -> WorkerPlacement | None:
         pool = state.pool_index[job.pool]
@@ -73,14 +70,18 @@ class FGDPolicy(GreedyPolicy):
         node = lo + int(np.argmin(key))
         return node, free_gpus_on(state, node, k)
 
-    def placer(self, rnd: Round) -> Placer:
-        return self._placer
 
-    # FGD's worker choice fills one slot per worker like the default's, so FitMemo holds
-    def hp_step(self, rnd: Round, decision: Decision) -> None:
-        hp_pass(rnd, decision, order=FIFO_ORDER, placer=self._placer, victims=self.rule,
-                memo=self.fit_memo("hp", preemptive=True))
+class FGDPolicy(ComposedPolicy):
+    name = "fgd"
 
-    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
-        return lp_pass(rnd, decision, order=FIFO_ORDER, placer=self._placer, quotas=quotas,
-                         memo=self.fit_memo("lp", preemptive=False))
+    def __init__(self, quota: str = "none", forecaster: str = "prophet") -> None:
+        super().__init__(order=FIFO_ORDER,
+                         admission=baseline_admission(quota, forecaster, self.name),
+                         placement=FragmentationGradient(),
+                         victim_rule=PreemptRule("newest", "count"))
+        self.quota_mode = quota
+        self.forecaster_name = forecaster
+
+    def options(self) -> dict[str, Any]:
+        return {"quota": self.quota_mode,
+                **({"forecaster": self.forecaster_name} if self.spot else {})}

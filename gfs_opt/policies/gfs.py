@@ -1,20 +1,30 @@
-"""GFS (greedy core): forecast → spot quota with η feedback → PTS placement and preemption."""
+"""GFS (Duan et al., *GFS: A Preemption-aware Scheduling Framework for GPU Clusters with
+Predictive Spot Instance Management*, ASPLOS'26), greedy core.
+
+GFS forecasts each tenant's high-priority GPU demand per pool for the next hours and turns the
+forecast into a spot quota per guarantee class: a low-priority ("spot") job of class d starts
+only while the pool's running LP GPUs plus its own stay within the GPUs expected to remain free
+of HP for its whole d-hour window with probability ρ, and a feedback factor η narrows or widens
+that safety margin as the observed eviction rate falls below or rises above 1 − ρ. Jobs are
+scheduled by PTS: both queues sorted largest request first; a gang goes to the nodes that fit it
+most tightly, ties broken by each node's recent eviction history; an HP job that does not fit
+evicts LP work, chosen node by node by a two-pointer pass that spares the costliest work, on the
+node whose evictions cost least (failure ratio plus wasted GPU time).
+
+Composition: PTS order · spot quota with adaptive η · best fit with E(n) · two-pointer victims
+with the GFS node cost. Its options are the ablations of GFS-SPEC §8.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gfs_opt.model import Decision, Round
 from gfs_opt.pending import PTS_ORDER
-from gfs_opt.policies.base import GreedyPolicy
-from gfs_opt.preempt.greedy import PreemptRule
-from gfs_opt.preempt.hp_pass import hp_pass
-from gfs_opt.preempt.scoring import EvictionHistory, Placer
-from gfs_opt.quota.admission import Quotas, lp_pass
-from gfs_opt.quota.spot_quota import SpotQuota
+from gfs_opt.policies.base import ComposedPolicy
+from gfs_opt.policies.parts import BestFit, NoQuota, PreemptRule, SpotQuota
 
 
-class GFSPolicy(GreedyPolicy):
+class GFSPolicy(ComposedPolicy):
     """The paper's policy. Options double as the ablations of GFS-SPEC §8.
 
     forecaster: name for `gfs_opt.forecast.make_forecaster` ("prophet", "week-peak", …).
@@ -34,6 +44,13 @@ class GFSPolicy(GreedyPolicy):
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
             raise ValueError("gfs victims must be 'two-pointer' or 'naive'")
+        super().__init__(
+            order=PTS_ORDER,
+            admission=SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
+                                eta_every_s=eta_every_s) if quota == "rule" else NoQuota(),
+            placement=BestFit(history=use_history),
+            victim_rule=(PreemptRule("naive", "count", first_candidate_only=True)
+                         if victims == "naive" else PreemptRule("two-pointer", "gfs")))
         self.forecaster_name = forecaster
         self.static_eta = static_eta
         self.use_history = use_history
@@ -41,28 +58,8 @@ class GFSPolicy(GreedyPolicy):
         self.quota_mode = quota
         self.aggregation = aggregation
         self.eta_every_s = eta_every_s
-        self.rule = (PreemptRule("naive", "count", first_candidate_only=True) if victims == "naive"
-                     else PreemptRule("two-pointer", "gfs"))
-        if quota == "rule":
-            self.spot = SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
-                                  eta_every_s=eta_every_s)
-        self.evictions = EvictionHistory()
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
                 "use_history": self.use_history, "victims": self.victims,
                 "quota": self.quota_mode, "eta_every_s": self.eta_every_s}
-
-    def placer(self, rnd: Round) -> Placer:
-        """Best fit with E(n), from the round's recent evictions, as the tie-break."""
-        if not self.use_history:
-            return Placer(None, use_history=False)
-        return Placer(self.evictions.scores(rnd), use_history=True)
-
-    def hp_step(self, rnd: Round, decision: Decision) -> None:
-        hp_pass(rnd, decision, order=PTS_ORDER, placer=self.placer(rnd), victims=self.rule,
-                memo=self.fit_memo("hp", preemptive=True))
-
-    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
-        return lp_pass(rnd, decision, order=PTS_ORDER, placer=self.placer(rnd), quotas=quotas,
-                         memo=self.fit_memo("lp", preemptive=False))

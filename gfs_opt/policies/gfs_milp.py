@@ -80,6 +80,13 @@ class GFSMilpPolicy(GFSPolicy):
         return {**super().options(), "time_limit": self.solver.time_limit,
                 "solver": self.solver.solver, "quota_method": self.quota_method}
 
+    def parts(self) -> dict[str, str]:
+        out = {**super().parts(), "victims": "preemption MILP on contested pools (greedy "
+               "fallback: " + super().parts()["victims"] + ")"}
+        if self.quota_method == "milp":
+            out["admission"] += ", replaced by the admission MILP at each refresh"
+        return out
+
     def quotas_for_pass(self, rnd: Round, decision: Decision) -> Mapping[tuple[str, float], int] | None:
         """The rule's quotas, replaced by the admission MILP's at each refresh with LP waiting."""
         due = self.spot is not None and self.spot.due(rnd)

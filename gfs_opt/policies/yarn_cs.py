@@ -1,65 +1,43 @@
-"""YARN Capacity Scheduler baseline: FIFO queues with head-of-line blocking.
+"""YARN Capacity Scheduler (Apache Hadoop YARN, CapacityScheduler with preemption) baseline.
 
-HP tries a non-preemptive best fit, then evicts LP on one node (newest containers first, the
-node needing the fewest victims). The head of a queue blocks the jobs behind it for at most
-``hol_timeout_s`` (default 1 h); after that later jobs may pass, as YARN's reservations do
-(``reservations-continue-look-all-nodes``). Without the bound, one gang that cannot fit for
-weeks (long-running residents hold the GPUs it needs) deadlocks the whole pool. A head the
-quota refuses blocks the line the same way, and for no longer.
+YARN serves each queue first in, first out: the application at the head of a queue that cannot
+start reserves its place and the ones behind it wait. Containers go where they fit best. A
+container of a high-priority queue that finds no room preempts containers of lower-priority
+queues on one node, the most recently started first (they lose the least work), on the node
+that needs the fewest preemptions. Here the head of a queue blocks the jobs behind it for at
+most ``hol_timeout_s`` (default 1 h); after that later jobs may pass, as YARN's reservations
+do (``reservations-continue-look-all-nodes``): without the bound one gang that cannot fit for
+weeks (long-running residents hold the GPUs it needs) deadlocks its pool. A head the quota
+refuses blocks the line the same way, and for no longer.
 
-LP admission: no quota (``quota="none"``); GFS's spot quota at a static η (``"sqa"``, the policy
-`yarn-cs+sqa`, how the authors ran YARN-CS); or ``"static"``: the capacity not used by HP right
-now (no forecast), a common operator setting.
+Composition: FIFO order with head-of-line blocking · no quota (or ``quota="sqa"``: GFS's spot
+quota at η = 1, the policy `yarn-cs+sqa`, as the GFS authors ran it; or ``"static"``: the
+capacity HP does not use now, a common operator setting) · best fit · newest-first victims on
+the node needing the fewest.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gfs_opt.model import MILLI, Decision, Round
 from gfs_opt.pending import QueueOrder
-from gfs_opt.policies.base import GreedyPolicy, shared_quota
-from gfs_opt.preempt.greedy import PreemptRule
-from gfs_opt.preempt.hp_pass import hp_pass
-from gfs_opt.preempt.scoring import BEST_FIT
-from gfs_opt.quota.admission import Quotas, lp_pass
+from gfs_opt.policies.base import ComposedPolicy
+from gfs_opt.policies.parts import BestFit, PreemptRule, baseline_admission
 
 
-class YarnCSPolicy(GreedyPolicy):
+class YarnCSPolicy(ComposedPolicy):
     name = "yarn-cs"
 
     def __init__(self, quota: str = "none", hol_timeout_s: float = 3600.0,
                  forecaster: str = "prophet") -> None:
+        super().__init__(
+            order=QueueOrder(fifo=True, head_of_line=True, hol_timeout_s=hol_timeout_s),
+            admission=baseline_admission(quota, forecaster, self.name, extra=("static",)),
+            placement=BestFit(), victim_rule=PreemptRule("newest", "count"))
         self.quota_mode = quota
         self.hol_timeout_s = hol_timeout_s
         self.forecaster_name = forecaster
-        self.rule = PreemptRule("newest", "count")
-        self.order = QueueOrder(fifo=True, head_of_line=True, hol_timeout_s=hol_timeout_s)
-        self.spot = None if quota == "static" else shared_quota(quota, forecaster, self.name)
 
     def options(self) -> dict[str, Any]:
         return {"quota": self.quota_mode, "hol_timeout_s": self.hol_timeout_s,
                 **({"forecaster": self.forecaster_name} if self.spot else {})}
-
-    def static_quotas(self, rnd: Round) -> dict[tuple[str, float], int]:
-        st = rnd.state
-        return {(p, d): int(st.pool_capacity[i] - st.pool_hp[i]) // MILLI * MILLI
-                for i, p in enumerate(st.pools) for d in rnd.params.guarantee_classes}
-
-    def quotas_for_pass(self, rnd: Round, decision: Decision) -> Quotas | None:
-        if self.quota_mode == "static":
-            return self.static_quotas(rnd)
-        return super().quotas_for_pass(rnd, decision)
-
-    def standalone_quotas(self, rnd: Round) -> Quotas | None:
-        if self.quota_mode == "static":
-            return self.static_quotas(rnd)
-        return super().standalone_quotas(rnd)
-
-    def hp_step(self, rnd: Round, decision: Decision) -> None:
-        hp_pass(rnd, decision, order=self.order, placer=BEST_FIT, victims=self.rule,
-                memo=self.fit_memo("hp", preemptive=True))
-
-    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
-        return lp_pass(rnd, decision, order=self.order, placer=BEST_FIT, quotas=quotas,
-                         memo=self.fit_memo("lp", preemptive=False))

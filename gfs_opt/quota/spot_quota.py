@@ -53,6 +53,10 @@ class SpotQuota:
         self.aggregation = aggregation
         self.eta_every_s = eta_every_s
 
+    @property
+    def name(self) -> str:
+        return f"spot quota ({self.forecaster}, {'adaptive η' if self.adaptive else 'η = 1'})"
+
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         self.params = params
         self.quotas: Quotas | None = None
@@ -82,6 +86,12 @@ class SpotQuota:
 
     def due(self, rnd: Round) -> bool:
         return rnd.quota_due or self.quotas is None
+
+    def quotas_for_pass(self, rnd: Round, decision: Decision) -> Quotas | None:
+        """Refresh when due (into ``decision``); the quotas this pass applies (None: none)."""
+        if self.due(rnd):
+            self.refresh(rnd, decision)
+        return self.in_force()
 
     def refresh(self, rnd: Round, decision: Decision) -> None:
         """New quotas, η, forecasts and which pools have HP history into ``decision`` (the engine

@@ -36,6 +36,8 @@ from gfs_opt.model import (
 )
 from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
+from gfs_opt.sim.jobrun import JobRun
+from gfs_opt.sim.metrics import summarize
 from gfs_opt.sim.recorder import Recorder
 from gfs_opt.traces.base import Trace
 
@@ -63,35 +65,6 @@ class DecisionHook(Protocol):
     def __call__(self, rnd: Round, decision: Decision) -> None: ...
 
 
-@dataclass(slots=True)
-class JobRun:
-    """Engine-side life of one job."""
-
-    job: Job
-    status: str = "future"          # future → pending → running → … → done
-    queued_since: float = 0.0
-    queue_time: float = 0.0
-    first_start: float = math.nan
-    end: float = math.nan
-    run_start: float = 0.0
-    overhead: float = 0.0           # restart overhead of the current run
-    saved_base: float = 0.0         # progress checkpointed before the current run started
-    saved: float = 0.0              # progress at the last checkpoint
-    ckpt_time: float = 0.0
-    window_start: float = 0.0
-    run_id: int = 0
-    evictions: int = 0
-    requeues: int = 0
-    windows_ok: int = 0
-    windows_failed: int = 0
-    lost_gpu_s: float = 0.0
-    held_gpu_s: float = 0.0
-    in_eval: bool = False
-
-    def progress(self, t: float) -> float:
-        return self.saved_base + max(0.0, t - self.run_start - self.overhead)
-
-
 @dataclass
 class SimConfig:
     eval_start: float = 0.0
@@ -115,8 +88,6 @@ class SimResult:
 
     def summary(self, price_per_gpu_hour: float = 2.0) -> dict:
         """The run's headline metrics (the dict `experiments.runner.run` returns as ``summary``)."""
-        from gfs_opt.sim.metrics import summarize
-
         return summarize(self.recorder, price_per_gpu_hour)
 
 

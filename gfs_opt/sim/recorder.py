@@ -5,15 +5,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from gfs_opt.model import MILLI, ClusterState, Params, SolveReport
-
-if TYPE_CHECKING:
-    from gfs_opt.sim.engine import JobRun
+from gfs_opt.sim.jobrun import JobRun
 
 
 class Recorder:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
 from gfs_opt.errors import GfsError
+from gfs_opt.experiments.runner import run
 from gfs_opt.forecast.series import series_from_trace
 from gfs_opt.model import (
     ClusterState,
@@ -42,15 +44,15 @@ from gfs_opt.model import (
     SolveReport,
 )
 from gfs_opt.pending import FIFO_ORDER, PTS_ORDER
-from gfs_opt.policies import make_policy, register_policy
-from gfs_opt.policies.base import GreedyPolicy
+from gfs_opt.policies import POLICIES, make_policy, register_policy
+from gfs_opt.policies.base import ComposedPolicy
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.policies.gfs_milp import may_fit_by_preemption
+from gfs_opt.policies.parts import BestFit, NoQuota
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import solve_preemption
-from gfs_opt.preempt.scoring import BEST_FIT, Placer, default_eviction_scores
-from gfs_opt.quota.admission import Quotas, lp_pass
+from gfs_opt.preempt.scoring import Placer, default_eviction_scores
 from gfs_opt.solve import SolverOptions
 from gfs_opt.traces.base import Trace
 
@@ -146,7 +148,7 @@ class GfsBrain:
         if not exact:
             t0 = time.perf_counter()
             decision = Decision()
-            hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=self.policy.rule)
+            hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=self.policy.victim_rule)
             rep = SolveReport(step="preemption", method="greedy", status="heuristic",
                               time_s=time.perf_counter() - t0, solver="pts-greedy")
             return VictimPlan(list(decision.victims), dict(decision.placements), "greedy", [rep])
@@ -203,6 +205,7 @@ class SlurmGFSPolicy(GFSPolicy):
 
     def __init__(self, history: str | None = None, **options: Any) -> None:
         super().__init__(**options)
+        self.order = FIFO_ORDER      # Slurm starts jobs in submit order (backfill passes)
         self.history = history
 
     def options(self) -> dict[str, Any]:
@@ -215,40 +218,30 @@ class SlurmGFSPolicy(GFSPolicy):
             _feed(self, frame, pd.Timestamp(origin) if origin is not None else
                   pd.Timestamp("2024-03-01"))
 
-    def hp_step(self, rnd: Round, decision: Decision) -> None:
-        hp_pass(rnd, decision, order=FIFO_ORDER, placer=self.placer(rnd), victims=self.rule,
-                evictable=past_exempt(rnd))
-
-    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
-        return lp_pass(rnd, decision, order=FIFO_ORDER, placer=self.placer(rnd), quotas=quotas)
+    def evictable(self, rnd: Round) -> Mapping[int, RunningJob] | None:
+        return past_exempt(rnd)
 
 
-class SlurmQOSPolicy(GreedyPolicy):
+class SlurmQOSPolicy(ComposedPolicy):
     """Slurm's plain QOS preemption: no spot quota; an HP job that does not fit requeues LP jobs
     past their exempt time, youngest first, on the node needing the fewest victims."""
 
     name = "slurm-qos"
 
     def __init__(self) -> None:
-        self.rule = PreemptRule("newest", "count")
+        super().__init__(order=FIFO_ORDER, admission=NoQuota(), placement=BestFit(),
+                         victim_rule=PreemptRule("newest", "count"))
 
-    def hp_step(self, rnd: Round, decision: Decision) -> None:
-        hp_pass(rnd, decision, order=FIFO_ORDER, placer=BEST_FIT, victims=self.rule,
-                evictable=past_exempt(rnd))
-
-    def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
-        return lp_pass(rnd, decision, order=FIFO_ORDER, placer=BEST_FIT, quotas=None)
+    def evictable(self, rnd: Round) -> Mapping[int, RunningJob] | None:
+        return past_exempt(rnd)
 
 
-SIM_POLICIES: dict[str, type[GreedyPolicy]] = {"gfs-slurm": SlurmGFSPolicy, "slurm-qos": SlurmQOSPolicy}
+SIM_POLICIES: dict[str, type[ComposedPolicy]] = {"gfs-slurm": SlurmGFSPolicy, "slurm-qos": SlurmQOSPolicy}
 
 
 def run_simulation(spec: Any, trace: tuple[Trace, float, float]) -> Any:
     """`gfs_opt.experiments.runner.run` on a prepared trace, with the two policies above
     registered for the duration of the call only (the global registry stays as it was)."""
-    from gfs_opt.experiments.runner import run
-    from gfs_opt.policies import POLICIES
-
     added = [name for name in SIM_POLICIES if name not in POLICIES]
     for name in added:
         register_policy(name, SIM_POLICIES[name])

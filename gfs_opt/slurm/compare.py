@@ -18,6 +18,8 @@ from typing import Any
 import pandas as pd
 
 from gfs_opt.errors import GfsError
+from gfs_opt.experiments.runner import RunSpec
+from gfs_opt.slurm.bridge import run_simulation
 from gfs_opt.slurm.plan import ReplayPlan
 
 GAP_FLAG = 0.25
@@ -78,9 +80,6 @@ def load_side(folder: Path) -> Side:
 def simulate(plan: ReplayPlan, policy: str, out: Path, classes: tuple[float, ...],
              forecaster: str, refresh_s: float, rho: float, drain_s: float) -> Side:
     """Simulate the plan with the model of the live system (`gfs_opt.slurm.bridge`)."""
-    from gfs_opt.experiments.runner import RunSpec
-    from gfs_opt.slurm.bridge import run_simulation
-
     out.mkdir(parents=True, exist_ok=True)
     history = out / "history.csv"
     plan.history.to_csv(history, index=False)

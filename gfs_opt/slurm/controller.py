@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from gfs_opt.errors import GfsError
-from gfs_opt.model import MILLI, Params, PoolStatus
+from gfs_opt.model import MILLI, ClusterState, Params, PoolStatus
 from gfs_opt.slurm.bridge import GfsBrain
 from gfs_opt.slurm.client import SlurmClient, SlurmError
 from gfs_opt.slurm.clock import TraceClock
@@ -125,8 +125,6 @@ class Controller:
 
     def warm_up(self, t_start: float) -> None:
         """History, first refit and first quota at trace time ``t_start`` (before jobs run)."""
-        from gfs_opt.model import ClusterState
-
         state = ClusterState([self.cfg.pool], [self.cfg.pool] * len(self.nodes),
                              [self.spec.gpus] * len(self.nodes), self.nodes)
         self.params_ = self.params(t_start)

@@ -23,6 +23,7 @@ from gfs_opt.model import MILLI, Params
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
 from gfs_opt.sim.recorder import Recorder
 from gfs_opt.slurm.clock import TraceClock
+from gfs_opt.slurm.layout import spot_qos
 from gfs_opt.slurm.plan import ReplayPlan
 
 EVICTED = {"PREEMPTED": "slurm", "REQUEUED": "controller", "REQUEUE_HOLD": "controller",
@@ -259,7 +260,6 @@ def quota_admissions(plan: ReplayPlan, outcomes: list[JobOutcome], quota_log: pd
     start at s + 0.9 that Slurm reports as s).
     """
     jobs = plan.jobs.set_index("job_id")
-    from gfs_opt.slurm.layout import spot_qos
 
     runs = []   # (start, end, qos, gpus, resolution of the start time)
     for o in outcomes:

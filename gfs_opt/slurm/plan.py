@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from gfs_opt.errors import GfsError
+from gfs_opt.experiments.runner import assign_guarantee_classes
 from gfs_opt.model import MILLI
+from gfs_opt.slurm import demo
+from gfs_opt.slurm.bridge import hp_history
 from gfs_opt.traces.base import Trace, parse_time
+from gfs_opt.traces.load import load_trace
 
 
 @dataclass
@@ -61,10 +65,6 @@ def account_of(org: str) -> str:
 def build_plan(source: str, window: tuple[str | float, str | float], nodes: int, gpus: int,
                pool: str | None = None, classes: tuple[float, ...] = (1.0,), lp_load: float = 1.0,
                seed: int = 0, max_jobs: int | None = None) -> ReplayPlan:
-    from gfs_opt.experiments.runner import assign_guarantee_classes
-    from gfs_opt.slurm import demo
-    from gfs_opt.slurm.bridge import hp_history
-    from gfs_opt.traces.load import load_trace
 
     if source == demo.NAME:
         full = demo.demo_trace(nodes, gpus, seed)

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from gfs_opt.errors import GfsError
+from gfs_opt.experiments.runner import RunOutput, RunSpec
 from gfs_opt.model import MILLI, Params
 from gfs_opt.slurm import payload as payload_module
 from gfs_opt.slurm.client import SlurmClient, SlurmError
@@ -313,8 +314,6 @@ def write_outputs(out: Path, plan: ReplayPlan, cfg: ReplayConfig, real: Any,
                   summary: dict[str, Any], qlog: pd.DataFrame | None,
                   slurm_ids: dict[int, int]) -> None:
     """The files `gfs-opt simulate --out` writes, plus the Slurm job ids."""
-    from gfs_opt.experiments.runner import RunOutput, RunSpec
-
     pc, pp, ts = real_tables(real)
     quotas = pd.DataFrame(columns=["t", "pool", "class_h", "quota_gpus"])
     if qlog is not None and not qlog.empty:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gfs_opt.errors import GfsError
 from gfs_opt.model import ClusterState, Job, JobClass
 
 ALIBABA_ORIGIN = pd.Timestamp("2024-03-01 00:00:00")
@@ -15,8 +16,6 @@ ALIBABA_ORIGIN = pd.Timestamp("2024-03-01 00:00:00")
 def parse_time(value: str | float | None, origin: pd.Timestamp = ALIBABA_ORIGIN,
                what: str = "time") -> float | None:
     """A date (YYYY-MM-DD[ HH:MM]) or seconds since the trace origin → seconds."""
-    from gfs_opt.errors import GfsError
-
     if value is None:
         return None
     if isinstance(value, int | float):

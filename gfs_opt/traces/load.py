@@ -19,6 +19,7 @@ from gfs_opt.traces.alibaba import JOB_FILE, NODE_FILE, load_alibaba
 from gfs_opt.traces.base import Trace
 from gfs_opt.traces.chronus import load_chronus
 from gfs_opt.traces.openb import load_openb
+from gfs_opt.traces.synth import builtin_trace
 
 REF_TOY = "ref-toy"
 ACCEPTED = ("a folder with node_info_df.csv + job_info_df.csv, an openb_pod_list*.csv, "
@@ -63,13 +64,6 @@ def _load_path(path: Path) -> Trace:
 
 
 def _builtin(name: str, seed: int) -> Trace:
-    try:
-        from gfs_opt.traces.synth import builtin_trace
-    except ModuleNotFoundError as exc:
-        if exc.name != "gfs_opt.traces.synth":
-            raise
-        raise GfsError(f"unknown trace source {name!r}: synthetic traces are unavailable; "
-                       f"use {ACCEPTED}") from None
     try:
         return builtin_trace(name, seed=seed)
     except (KeyError, ValueError) as exc:  # synth's way of saying "no such built-in"

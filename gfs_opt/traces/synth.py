@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.errors import GfsError
+from gfs_opt.traces.alibaba import trace_from_frames
 from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace, parse_time
 from gfs_opt.traces.synth_arrivals import DAY, HOUR, regular_hour_counts, spot_mask, submit_times
 from gfs_opt.traces.synth_cluster import scale_nodes
@@ -307,8 +308,6 @@ def builtin_trace(name: str, seed: int = 0) -> Trace:
     """
     if name not in SETUPS:
         raise UnknownTraceError(f"no built-in trace {name!r}; built-in: {', '.join(SETUPS)}")
-    from gfs_opt.traces.alibaba import trace_from_frames
-
     nodes, jobs = synthesize(seed=seed, setup=name)
     trace = trace_from_frames(nodes, jobs, name=name, source=f"<synthetic {name} seed {seed}>")
     trace.notes.append(f"synthetic setup {name!r} (seed {seed}): {SETUPS[name].about}")

@@ -34,6 +34,7 @@ from gfs_opt.errors import GfsError
 from gfs_opt.experiments.reproduce.quota_trace import QuotaTracer
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.setups import LOADS, SETUPS
+from gfs_opt.instance.milp_gap import instance_files, solve_instances
 from gfs_opt.policies import POLICIES, options_for
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.traces.base import Trace
@@ -343,7 +344,6 @@ def reproduce(cfg: ReproConfig, out: Path, say: Progress = print, progress_bars:
                   counter, total)
         res.timings["full replay"] = time.perf_counter() - t0
     if cfg.instances:
-        from gfs_opt.instance.milp_gap import instance_files, solve_instances
 
         folder = Path(cfg.instances)
         files = instance_files(folder, cfg.instance_include)

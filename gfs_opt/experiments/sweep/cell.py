@@ -1,8 +1,4 @@
-"""What runs inside a sweep worker (a local process or a Ray task): one cell, never raising.
-
-Kept free of heavy imports at module level so that a fresh worker process starts quickly; the
-simulation stack is imported on the first cell.
-"""
+"""What runs inside a sweep worker (a local process or a Ray task): one cell, never raising."""
 
 from __future__ import annotations
 
@@ -12,10 +8,9 @@ import socket
 import time
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from gfs_opt.experiments.runner import RunOutput, RunSpec
+from gfs_opt.errors import GfsError
+from gfs_opt.experiments.runner import RunOutput, RunSpec, run
 
 
 @dataclass
@@ -45,12 +40,10 @@ def execute_cell(cell_id: str, spec: RunSpec, imports: tuple[str, ...] = ()) -> 
     try:
         for module in imports:   # user modules that register extra policies
             importlib.import_module(module)
-        from gfs_opt.experiments.runner import run
 
         out = run(spec)
         return CellOutcome(cell_id, out, cell_s=time.perf_counter() - t0, worker=worker_name())
     except Exception as exc:
-        from gfs_opt.errors import GfsError
 
         msg = " ".join(str(exc).split()) or type(exc).__name__
         return CellOutcome(

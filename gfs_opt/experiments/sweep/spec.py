@@ -44,8 +44,11 @@ from pydantic import (
 from gfs_opt.errors import GfsError, InputError
 from gfs_opt.experiments.runner import RunSpec
 from gfs_opt.experiments.setups import LOADS, SETUPS
+from gfs_opt.forecast.registry import MODELS
 from gfs_opt.model import Params
-from gfs_opt.policies import settable_options
+from gfs_opt.policies import POLICIES, make_policy, settable_options
+from gfs_opt.traces.load import REF_TOY
+from gfs_opt.traces.synth import SETUPS as SYNTH
 
 DEFAULT_PARAMS = Params()
 
@@ -351,7 +354,6 @@ def _did_you_mean(loc: tuple[Any, ...]) -> str:
 
 
 def _check_policies(spec: SweepSpec, source: object) -> None:
-    from gfs_opt.policies import POLICIES, make_policy
 
     for i, module in enumerate(spec.imports):
         try:
@@ -373,7 +375,6 @@ def _check_policies(spec: SweepSpec, source: object) -> None:
         if not any(key in settable_options(p) for p in spec.policies):
             raise InputError(source, f"key 'options.{key}': no policy of this sweep takes it")
     if "forecaster" in spec.options:
-        from gfs_opt.forecast.registry import MODELS
 
         for i, name in enumerate(spec.options["forecaster"]):
             if name not in MODELS:
@@ -431,9 +432,6 @@ def _source(spec: SweepSpec, base_dir: Path) -> list[tuple[str, str, RunSpec]]:
 
 def resolve_trace(text: str, base_dir: Path, key: str) -> str:
     """A path (relative to the spec file's folder) or a built-in trace name."""
-    from gfs_opt.traces.load import REF_TOY
-    from gfs_opt.traces.synth import SETUPS as SYNTH
-
     candidate = Path(text).expanduser()
     if not candidate.is_absolute():
         candidate = base_dir / candidate
@@ -511,7 +509,6 @@ def _non_default_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _non_default_options(policy: str, opts: dict[str, Any]) -> dict[str, Any]:
-    from gfs_opt.policies import POLICIES
 
     cls, _fixed = POLICIES[policy]
     defaults: dict[str, Any] = {}
