@@ -178,7 +178,7 @@ def fetch(name: str, dest: Path, *, url: str | None = None, sha256: str | None =
 def _download(url: str, part: Path, offset: int, digest: hashlib._Hash, size: int | None,
               progress: bool) -> tuple[int, int, hashlib._Hash]:
     """Append the rest of ``url`` to ``part``; returns (bytes received, resumed-from, digest)."""
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # lazy: `gfs-opt` imports this module to build its parser
 
     try:
         resp = _open(url, offset)

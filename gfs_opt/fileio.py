@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from functools import lru_cache
 
@@ -23,15 +24,13 @@ def json_safe(obj: object) -> object:
 
     Python's json writes NaN as a bare ``NaN``, which is not JSON and which most readers reject.
     """
-    import math
-
     if isinstance(obj, dict):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [json_safe(v) for v in obj]
     if hasattr(obj, "item") and not isinstance(obj, str | bytes):
         try:
-            obj = obj.item()  # type: ignore[attr-defined]
+            obj = obj.item()
         except (TypeError, ValueError):
             return str(obj)
     if isinstance(obj, float) and not math.isfinite(obj):

@@ -350,7 +350,9 @@ class ClusterState:
             problems.append(f"{int((used > MILLI).sum())} GPUs over-allocated")
         if not np.array_equal(used, self.gpu_used) or not np.array_equal(hp, self.gpu_hp):
             problems.append("per-GPU usage counters disagree with allocations")
-        free = np.add.reduceat((used == 0).astype(np.int32), self.node_first_gpu[:-1]) if self.n_gpus else []
+        free: np.ndarray | list[int] = (np.add.reduceat((used == 0).astype(np.int32),
+                                                        self.node_first_gpu[:-1])
+                                          if self.n_gpus else [])
         if self.n_gpus and not np.array_equal(free, self.node_free):
             problems.append("per-node free counters disagree with allocations")
         return problems

@@ -85,7 +85,7 @@ def _params(opts: SolverOptions, time_limit: float) -> mathopt.SolveParameters:
         enable_output=opts.verbose, random_seed=opts.seed)
     if opts.solver != "highs":  # HiGHS takes its thread count from a global setting only
         kw["threads"] = opts.threads
-    return mathopt.SolveParameters(**kw)  # type: ignore[arg-type]
+    return mathopt.SolveParameters(**kw)
 
 
 def solve(model: mathopt.Model, opts: SolverOptions, *, time_limit: float | None = None,

@@ -12,6 +12,7 @@ the top, and only heavy optional third-party packages (Prophet, Ray, matplotlib,
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gfs_opt"
@@ -164,3 +165,21 @@ def test_layers_point_one_way() -> None:
     wrong = [f"{m} → {t}" for m in edges for t in edges[m]
              if layer(m) is not None and layer(t) is not None and layer(t) > layer(m)]  # type: ignore[operator]
     assert not wrong, "imports against the layers: " + "; ".join(sorted(wrong))
+
+
+def test_architecture_names_files_that_exist() -> None:
+    """Every file or folder ARCHITECTURE.md points to is there (in gfs_opt/ or the repository)."""
+    text = (PACKAGE.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([\w/.*+-]+(?:\.py|\.md|/))`", text))
+    assert len(named) > 30
+    missing = []
+    for name in sorted(named):
+        first = name.split(" ")[0]
+        candidates = [PACKAGE / first, PACKAGE.parent / first, PACKAGE.parent / "tests" / first]
+        # "forecast/prophet_model.py + prophet_fit.py" style: a bare file name is in the folder
+        # named just before it in the same table cell
+        if "*" in first or any(c.exists() for c in candidates):
+            continue
+        if not list(PACKAGE.rglob(first)):
+            missing.append(name)
+    assert not missing, f"ARCHITECTURE.md names what does not exist: {missing}"

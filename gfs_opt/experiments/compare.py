@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.sweep.engines import ignore_sigint, terminate_pool, worker_context
@@ -64,8 +65,6 @@ def compare(base: RunSpec, policies: Sequence[str], loads: dict[str, float],
 
 def _run_parallel(plan: list[tuple[str, str, RunSpec]], workers: int, progress: bool,
                   finished: Callable[[str, str, RunOutput], None]) -> None:
-    from tqdm.auto import tqdm
-
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(),
                                initializer=ignore_sigint)
     bar = tqdm(total=len(plan), unit="run", desc=f"compare ({workers} workers)",

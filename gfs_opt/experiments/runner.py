@@ -9,7 +9,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.run_checks import check_window
@@ -136,8 +138,6 @@ def assign_guarantee_classes(trace: Trace, classes: tuple[float, ...], seed: int
     Public traces carry no guarantee class, so loaders default to 1 h; with other classes
     configured, each such LP job draws one uniformly (seeded, so runs are reproducible).
     """
-    import numpy as np
-
     jobs = trace.jobs
     lp = (jobs["cls"] == "LP") & ~jobs["guarantee_h"].isin(classes)
     if not lp.any():
@@ -161,8 +161,6 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
     sim.on_round = on_round
     callback, bar = None, None
     if progress:
-        from tqdm.auto import tqdm
-
         t_first = float(trace_.jobs["submit"].min())
         total_days = (hi + cfg.drain_s - t_first) / 86_400.0
         bar = tqdm(total=round(total_days, 1), unit="sim-day", desc=desc or spec.policy,

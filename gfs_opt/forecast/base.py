@@ -267,6 +267,7 @@ class BaseForecaster:
     def fit(self, history: pd.DataFrame) -> Self:
         t0 = time.perf_counter()
         series = {s.key: s for s in split_series(self._trim(history))}
+        prev: dict[str, Any] = {}
         if self.is_fitted:
             # the forecasts issued since the last fit are scored before their model is replaced
             self._absorb(series, cold_start=False)
@@ -274,10 +275,10 @@ class BaseForecaster:
             prev = self.states_
         else:
             self.oos_errors_: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-            prev = {}
         self._before_fit(series)
         self.series_ = series
-        self.states_ = {key: self._fit_series(data, prev.get(key)) for key, data in series.items()}
+        self.states_: dict[str, Any] = {key: self._fit_series(data, prev.get(key))
+                                        for key, data in series.items()}
         self.fit_end_ = {key: data.end_hour for key, data in series.items()}
         self._cache: tuple[int, int, dict[str, SeriesForecast]] | None = None
         self._rows: dict[str, tuple[int, int, np.ndarray]] = {}
@@ -497,7 +498,9 @@ class BaseForecaster:
                 out[key] = np.maximum(fc.samples[:n], 0.0)
             else:
                 rng = self._rng(key)
-                draws = fc.mean + fc.std * rng.standard_normal((n, len(fc.mean)))
+                std = fc.std
+                assert std is not None, f"{key}: a forecast without std cannot be sampled"
+                draws = fc.mean + std * rng.standard_normal((n, len(fc.mean)))
                 out[key] = np.maximum(draws, 0.0)
         return out
 
@@ -507,7 +510,8 @@ def assemble(fcs: dict[str, SeriesForecast], series: dict[str, SeriesData], hori
     """Per-series forecasts → the long prediction frame (series, ds, h, mean, std, q…)."""
     keys = sorted(fcs)
     if not keys:
-        cols = {c: [] for c in PREDICTION_COLUMNS} | {qcol(q): [] for q in quantiles}
+        cols: dict[str, list[Any]] = ({c: [] for c in PREDICTION_COLUMNS}
+                                      | {qcol(q): [] for q in quantiles})
         frame = pd.DataFrame(cols)
         frame["ds"] = pd.to_datetime(frame["ds"])
         return frame

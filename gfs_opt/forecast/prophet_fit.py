@@ -37,7 +37,7 @@ import tempfile
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -128,7 +128,7 @@ class FitCache:
             folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
             with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **params)
+                np.savez(fh, **cast(dict[str, Any], params))
             os.replace(tmp, folder / f"{key}.npz")    # atomic: readers never see half a file
         except OSError:
             # a read-only or full disk only costs the saving

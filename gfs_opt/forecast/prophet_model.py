@@ -299,6 +299,7 @@ class ProphetForecaster(BaseForecaster):
     def _update_series(self, key: str, state: _ProphetState, data: SeriesData,
                        n_old: int) -> _ProphetState:
         if state.model is None:
+            assert state.fallback is not None
             state.fallback = self._fallback._update_series(key, state.fallback, data, n_old)
         return state  # r_t is read off the latest observed hour at prediction time
 
@@ -315,6 +316,7 @@ class ProphetForecaster(BaseForecaster):
     def _forecast(self, key: str, state: _ProphetState, data: SeriesData, horizon: int,
                   n_samples: int = 0) -> SeriesForecast:
         if state.model is None:
+            assert state.fallback is not None
             return self._fallback._forecast(key, state.fallback, data, horizon, n_samples)
         mean = self._residual_path(state, data, data.end_hour, horizon)
         if self.calibration == "empirical":
@@ -329,6 +331,7 @@ class ProphetForecaster(BaseForecaster):
     def _errors(self, key: str, state: _ProphetState, data: SeriesData, origins: np.ndarray,
                 horizon: int) -> np.ndarray:
         if state.model is None:
+            assert state.fallback is not None
             return self._fallback._errors(key, state.fallback, data, origins, horizon)
         target = lead_grid(origins, horizon)
         r_target = data.values_at(target) - self._yhat_at(state, target)

@@ -60,7 +60,8 @@ class HourlyMaxSeries:
         self._peak = np.zeros(0)             # max of completed rows per series
 
     # ---- feeding ---------------------------------------------------------------------------------
-    def observe(self, t_seconds: float, usage: Mapping[Hashable, float]) -> None:
+    def observe(self, t_seconds: float,
+                usage: Mapping[str, float] | Mapping[tuple[str, str], float]) -> None:
         """Record one sample: HP GPUs in use per series key (str or (pool, org)) at ``t_seconds``."""
         hour = int(t_seconds // HOUR_S)
         if hour != self._hour:

@@ -338,7 +338,7 @@ def block_hint(rnd: Round, b: Block, decision: Decision) -> dict[mathopt.Variabl
         if len(fr) > cl.n_slots:
             return None
         ws = min(len(wh), cl.n_slots - len(fr))
-        slots: list[int | None] = [None] * (cl.n_slots - len(fr) - ws) + fr + wh[:ws]
+        slots: list[int | None] = [*([None] * (cl.n_slots - len(fr) - ws)), *fr, *wh[:ws]]
         for (e, qs), g in zip(cl.slot_vars, slots, strict=True):
             if e is not None:
                 h[e] = 0.0

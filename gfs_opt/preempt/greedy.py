@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -241,7 +242,7 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule,
         cands = a + np.flatnonzero(ok & (hp_room == least))
         for gi in cands.tolist():
             ch = _cached(cache, int(st.gpu_node[gi]), (job.g, gi),
-                         lambda gi=gi: choose_on_gpu(ctx, gi, job.g, order, cost))
+                         partial(choose_on_gpu, ctx, gi, job.g, order, cost))
             if ch is not None and (best is None or ch.cost < best.cost):
                 best = ch
                 if rule.first_candidate_only:
@@ -254,7 +255,7 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule,
         return None
     least = nonhp[ok].min()
     for n in (lo + np.flatnonzero(ok & (nonhp == least))).tolist():
-        ch = _cached(cache, n, (-k, n), lambda n=n: choose_on_node(ctx, n, k, order, cost))
+        ch = _cached(cache, n, (-k, n), partial(choose_on_node, ctx, n, k, order, cost))
         if ch is not None and (best is None or ch.cost < best.cost):
             best = ch
             if rule.first_candidate_only:

@@ -104,17 +104,17 @@ def check_decision(rnd: Round, decision: Decision) -> list[str]:
     if len(set(decision.victims)) != len(decision.victims):
         problems.append("a victim is listed twice")
     for jid in sorted(set(decision.victims)):
-        run = rnd.running.get(jid)
-        if run is None:
+        victim = rnd.running.get(jid)
+        if victim is None:
             problems.append(f"victim {jid} is not running")
             continue
-        if run.job.cls is not JobClass.LP:
+        if victim.job.cls is not JobClass.LP:
             problems.append(f"victim {jid} is an HP job")
             continue
-        if rnd.params.hard_guarantee and run.in_window(rnd.time):
+        if rnd.params.hard_guarantee and victim.in_window(rnd.time):
             problems.append(f"victim {jid} is inside its guarantee window (hard_guarantee)")
-        m = milli_per_gpu(run.job.g)
-        for node, gpus in run.placement:
+        m = milli_per_gpu(victim.job.g)
+        for node, gpus in victim.placement:
             for lg in gpus:
                 usage[int(st.node_first_gpu[node]) + lg] -= m
 

@@ -63,10 +63,11 @@ class SpotQuota:
         self.lifted = False
         self.last_eta_update = -float("inf")
         self.diag = {p: QuotaDiagnostics() for p in state.pools}
+        where: dict[str, Any] = {} if origin is None else {"origin": origin}  # the trace's t = 0
         self.provider = ForecastProvider(
             self.forecaster, horizon_h=params.horizon_h, rho=params.rho,
             aggregation=self.aggregation, refit_from=max(0.0, params.eval_start - 86_400.0),
-            **({"origin": origin} if origin is not None else {}))
+            **where)
 
     # ---- clock hooks (forwarded by the policy) --------------------------------------------
     def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:

@@ -26,7 +26,7 @@ class Recorder:
         self.windows: Counter[tuple[str, bool]] = Counter()
         self.quota_log: list[tuple[float, str, float, float]] = []
         self.reports: Counter[tuple[str, str, str, bool]] = Counter()
-        self.report_time: Counter[tuple[str, str]] = Counter()
+        self.report_time: dict[tuple[str, str], float] = {}
         self.jobs: pd.DataFrame | None = None
         self.end_time = math.nan
 
@@ -49,7 +49,8 @@ class Recorder:
 
     def report(self, t: float, rep: SolveReport) -> None:
         self.reports[(rep.step, rep.method, rep.status, rep.fallback)] += 1
-        self.report_time[(rep.step, rep.method)] += rep.time_s
+        key = (rep.step, rep.method)
+        self.report_time[key] = self.report_time.get(key, 0) + rep.time_s
 
     def finish(self, t: float, runs: Iterable[JobRun]) -> None:
         self.end_time = t

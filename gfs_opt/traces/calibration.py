@@ -31,6 +31,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
+import pandas as pd
+
 from gfs_opt.errors import GfsError
 from gfs_opt.paths import alibaba_dir, calibration_targets_path
 
@@ -80,8 +82,6 @@ def _log10(x: float):
 @lru_cache(maxsize=1)
 def _real_nodes() -> dict[str, tuple[str, int]]:
     """node_name → (gpu model, GPUs) of the real v2026 node file (shipped)."""
-    import pandas as pd
-
     nodes = pd.read_csv(alibaba_dir() / "node_info_df.csv")
     return {str(n): (str(m), int(g)) for n, m, g in
             zip(nodes["node_name"], nodes["gpu_model"], nodes["gpu_capacity_num"], strict=True)}

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from gfs_opt.experiments.compare import plot as compare_plot
 from gfs_opt.experiments.reproduce import figures as figs
@@ -512,8 +513,6 @@ def _config(res: ReproResults, command: str, assets: Path) -> dict[str, Any]:
 def render(res: ReproResults, report: Path, figures: Mapping[str, Path], assets: Path,
            command: str = "") -> str:
     """The report's Markdown (see templates/report.md.j2)."""
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
     env = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
                       undefined=StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
                       autoescape=False)

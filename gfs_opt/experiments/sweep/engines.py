@@ -9,15 +9,18 @@ Ctrl-C an engine stops its workers and re-raises `KeyboardInterrupt`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
+import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.sweep.cell import CellOutcome, execute_cell, failed
@@ -169,8 +172,6 @@ class RayEngine:
 
     def _connect(self) -> bool:
         """Connect (or start a local Ray); True if this engine started it and must stop it."""
-        import logging
-
         import ray
 
         if ray.is_initialized():
@@ -227,9 +228,6 @@ class RayEngine:
 
 def _check_reachable(address: str) -> None:
     """Fail fast on a wrong host:port: Ray itself keeps retrying for minutes."""
-    import socket
-    from urllib.parse import urlsplit
-
     if address in ("auto", "local"):
         return
     parts = urlsplit(address if "://" in address else f"gcs://{address}")

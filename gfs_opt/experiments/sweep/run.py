@@ -19,6 +19,7 @@ the same grid gives identical tables whichever engine ran it and however often i
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -35,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.compare import RELATIVE, family_summary, format_family_summary
@@ -255,8 +257,6 @@ def summarize(table: pd.DataFrame, cells: Sequence[Cell]) -> pd.DataFrame:
 
 def has_parquet() -> bool:
     """pyarrow is an extra (`gfs-opt[parquet]`); without it the tables are written as CSV only."""
-    import importlib.util
-
     return importlib.util.find_spec("pyarrow") is not None
 
 
@@ -362,8 +362,6 @@ def run_sweep(cells: Sequence[Cell], out: Path, engine: Engine, *, resume: bool 
     counts = {"ok": 0, "failed": 0}
     bar = None
     if progress and todo:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=len(todo), unit="cell", desc=f"sweep ({engine.name})",
                    dynamic_ncols=True, file=sys.stderr)
 

@@ -15,6 +15,7 @@ make ``--resume`` safe.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import pandas as pd
+import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -292,7 +294,6 @@ def _parse(path: Path, text: str, suffix: str) -> Any:
     try:
         if suffix == ".toml":
             return tomllib.loads(text)
-        import yaml
 
         return yaml.safe_load(text)
     except tomllib.TOMLDecodeError as exc:
@@ -342,8 +343,6 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _did_you_mean(loc: tuple[Any, ...]) -> str:
-    import difflib
-
     model: type[BaseModel] = SweepSpec
     if len(loc) == 2 and loc[0] == "params":
         model = ParamsSpec
