@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gfs_opt.errors import GfsError
-from gfs_opt.fileio import file_mode
+from gfs_opt.fileio import check_out_dir, file_mode
 from gfs_opt.paths import alibaba_dir
 
 CHUNK = 1 << 16
@@ -83,17 +83,6 @@ def _check_hex(sha256: str) -> str:
     return digest
 
 
-def _prepare_dest(dest: Path) -> None:
-    if dest.exists() and not dest.is_dir():
-        raise GfsError(f"--dest {dest}: exists and is not a folder")
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GfsError(f"--dest {dest}: cannot create ({exc.strerror or exc})") from None
-    if not os.access(dest, os.W_OK | os.X_OK):
-        raise GfsError(f"--dest {dest}: not writable")
-
-
 def _open(url: str, offset: int) -> http.client.HTTPResponse:
     request = urllib.request.Request(url, headers={"User-Agent": "gfs-opt"})
     if offset:
@@ -138,7 +127,7 @@ def fetch(name: str, dest: Path, *, url: str | None = None, sha256: str | None =
     _check_url(url)
     expected = _check_hex(sha256 or ds.sha256)
     size = ds.size if url == ds.url and expected == ds.sha256 else None
-    _prepare_dest(dest)
+    check_out_dir(dest, "--dest")
     final = dest / ds.file_name
     part = dest / f".{ds.file_name}.part"
     notes: list[str] = []

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from functools import lru_cache
+from pathlib import Path
+
+from gfs_opt.errors import GfsError
 
 
 @lru_cache(maxsize=1)
@@ -38,3 +42,41 @@ def json_safe(obj: object) -> object:
     if obj is None or isinstance(obj, str | int | float | bool):
         return obj
     return str(obj)
+
+
+def check_out_dir(path: Path | None, flag: str = "--out") -> None:
+    """Fail before any work if ``path`` cannot be a folder we write into (creates it)."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise GfsError(f"{flag} {path}: exists and is not a folder")
+    _writable_folder(path, path, flag, "the folder")
+
+
+def check_out_file(path: Path | None, flag: str = "--out") -> None:
+    """Fail before any work if ``path`` cannot be written as a file (creates its folder)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise GfsError(f"{flag} {path}: is a folder (expected a file name)")
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise GfsError(f"{flag} {path}: {parent} is not a folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise GfsError(f"{flag} {path}: file is not writable")
+    _writable_folder(parent, path, flag, str(parent))
+
+
+def _writable_folder(folder: Path, named: Path, flag: str, what: str) -> None:
+    """Create ``folder`` and write and remove a scratch file in it: permission bits alone do not
+    tell (root, read-only mounts)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GfsError(f"{flag} {named}: cannot create {what} ({exc.strerror or exc})") from None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gfs-opt-probe-")
+    except OSError as exc:
+        raise GfsError(f"{flag} {named}: not writable ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(tmp)

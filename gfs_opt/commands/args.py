@@ -8,14 +8,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
-
-from gfs_opt.errors import GfsError
 
 #: LP arrival multipliers beyond this make no sense for any trace (the sweep spec uses the same cap)
 MAX_LP_LOAD = 100.0
@@ -89,47 +84,6 @@ def guarantee_classes(text: str) -> tuple[float, ...]:
     if len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"{text!r} lists a class twice")
     return tuple(values)
-
-
-def check_out_dir(path: Path | None, flag: str = "--out") -> None:
-    """Fail before any work if ``path`` cannot be a folder we write into (creates it)."""
-    if path is None:
-        return
-    if path.exists() and not path.is_dir():
-        raise GfsError(f"{flag} {path}: exists and is not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GfsError(f"{flag} {path}: cannot create the folder ({exc.strerror or exc})") from None
-    _probe(path, path, flag)
-
-
-def check_out_file(path: Path | None, flag: str = "--out") -> None:
-    """Fail before any work if ``path`` cannot be written as a file (creates its folder)."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise GfsError(f"{flag} {path}: is a folder (expected a file name)")
-    parent = path.parent
-    if parent.exists() and not parent.is_dir():
-        raise GfsError(f"{flag} {path}: {parent} is not a folder")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GfsError(f"{flag} {path}: cannot create {parent} ({exc.strerror or exc})") from None
-    if path.exists() and not os.access(path, os.W_OK):
-        raise GfsError(f"{flag} {path}: file is not writable")
-    _probe(parent, path, flag)
-
-
-def _probe(folder: Path, named: Path, flag: str) -> None:
-    """Write and remove a scratch file: permission bits alone do not tell (root, read-only mounts)."""
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gfs-opt-probe-")
-    except OSError as exc:
-        raise GfsError(f"{flag} {named}: not writable ({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(tmp)
 
 
 class LazyHelp(str):

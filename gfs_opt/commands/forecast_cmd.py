@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gfs_opt.commands import args as cargs
+from gfs_opt.fileio import check_out_dir, check_out_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,7 +113,7 @@ def _backtest(args: argparse.Namespace) -> int:
     from gfs_opt.forecast.plot import plot_bands
     from gfs_opt.forecast.sources import load_history
 
-    cargs.check_out_dir(args.out)
+    check_out_dir(args.out)
     df, description = load_history(args.data, seed=args.seed, columns=_columns(args))
     df = _select(df, args.series, args.max_series)
     print(description)
@@ -161,7 +162,7 @@ def _backtest(args: argparse.Namespace) -> int:
 def _series(args: argparse.Namespace) -> int:
     from gfs_opt.forecast.sources import load_history
 
-    cargs.check_out_file(args.out)
+    check_out_file(args.out)
     df, description = load_history(args.data, seed=args.seed, columns=_columns(args))
     df.to_csv(args.out, index=False)
     print(f"{description}; wrote {len(df):,} rows to {args.out}")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from gfs_opt.commands import args as cargs
+from gfs_opt.fileio import check_out_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,7 +88,7 @@ def _dump(args: argparse.Namespace) -> int:
 
     if args.setup and args.trace:
         raise GfsError("give either --setup or --trace, not both")
-    cargs.check_out_dir(args.out)
+    check_out_dir(args.out)
     make_policy(args.policy)          # an unknown policy fails before the trace is loaded
     kw = {"policy": args.policy, "lp_load": args.lp_load,
           "window": tuple(args.window) if args.window else None}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
+from gfs_opt.fileio import check_out_dir, check_out_file
 
 if TYPE_CHECKING:
     from gfs_opt.experiments.reproduce.plan import ReproConfig
@@ -107,9 +108,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     cfg = _config(args)
     out = args.out or Path("results") / ("reproduce-quick" if args.quick else "reproduce")
     report = args.report or out / "REPRODUCTION.md"
-    cargs.check_out_dir(out)
-    cargs.check_out_file(report, "--report")
-    cargs.check_out_dir(args.assets, "--assets")
+    check_out_dir(out)
+    check_out_file(report, "--report")
+    check_out_dir(args.assets, "--assets")
 
     def say(msg: str) -> None:
         print(msg, flush=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
+from gfs_opt.fileio import check_out_dir
 
 DEFAULT_POLICIES = "gfs,yarn-cs,chronus,lyra,fgd,yarn-cs+sqa,lyra+sqa,fgd+sqa"
 
@@ -120,7 +121,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from gfs_opt.policies import make_policy
     from gfs_opt.traces.placeable import never_placeable_warning
 
-    cargs.check_out_dir(args.out)
+    check_out_dir(args.out)
     make_policy(args.policy)          # an unknown policy fails before the trace is loaded
     kw = _spec_kwargs(args)
     kw["policy"] = args.policy
@@ -194,7 +195,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise GfsError("give either --setup or --trace, not both")
     if args.workers is not None and args.workers < 1:
         raise GfsError(f"--workers must be ≥ 1, got {args.workers}")
-    cargs.check_out_dir(args.out)
+    check_out_dir(args.out)
     setup = args.setup or (None if args.trace else "small")
     kw = _spec_kwargs(args)
     base = RunSpec.from_setup(setup, **kw) if setup else RunSpec(

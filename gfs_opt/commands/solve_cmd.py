@@ -16,6 +16,7 @@ from typing import Any
 
 from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
+from gfs_opt.fileio import check_out_file
 
 #: pending jobs beyond which the exact MILPs are refused: their models alone take longer to build
 #: than any sensible time limit (100,000 pending LP jobs: 43 s and 0.9 GB with --time-limit 5)
@@ -81,7 +82,7 @@ def _solve(args: argparse.Namespace) -> int:
     if args.export and args.out is None:
         raise GfsError("--export needs --out FILE")
     if args.export:
-        cargs.check_out_file(args.out)
+        check_out_file(args.out)
     solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap)
     greedy_policy(args.policy)        # an unknown policy fails before the file is read
     if args.method != "greedy" or args.export:

@@ -9,8 +9,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
+from gfs_opt.fileio import check_out_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +74,7 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"  {c.id}  " + "  ".join(f"{k}={v}" for k, v in c.params.items()
                                            if v is not None and k != "lp_load"))
         return 0
-    cargs.check_out_dir(out)
+    check_out_dir(out)
     engine = make_engine(args.engine, workers=args.workers, address=args.address)
     with _sigterm_as_interrupt():
         res = run_sweep(cells, out, engine, resume=args.resume, spec_text=text, spec_name=name,

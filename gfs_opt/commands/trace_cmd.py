@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
+from gfs_opt.fileio import check_out_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +59,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _synth(args: argparse.Namespace) -> int:
     from gfs_opt.traces.synth import synth_to_dir
 
-    cargs.check_out_dir(args.out)
+    check_out_dir(args.out)
     t0 = time.perf_counter()
     nodes, jobs = synth_to_dir(args.out, seed=args.seed, scale=args.scale,
                                pools=args.pools.split(",") if args.pools else None,
