@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gfs_opt"
@@ -43,6 +44,7 @@ def _is_package(module: str) -> bool:
     return MODULES[module].name == "__init__.py"
 
 
+@cache
 def imports(module: str) -> list[tuple[str, int, bool]]:
     """(imported gfs_opt module, line, inside a function or class) for each import statement."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
@@ -72,6 +74,7 @@ def imports(module: str) -> list[tuple[str, int, bool]]:
     return found
 
 
+@cache
 def graph() -> dict[str, set[str]]:
     """module → the modules importing it runs (targets and the packages around them)."""
     edges: dict[str, set[str]] = {m: set() for m in MODULES}

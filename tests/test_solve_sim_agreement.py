@@ -46,7 +46,6 @@ CASES = [
     ("ref-toy", "lyra+sqa", 0, 2.0),
     ("ref-toy", "fgd", 1, 2.0),
     ("ref-toy", "fgd+sqa", 2, 1.0),
-    ("small", "gfs", 0, 2.0),
 ]
 #: rounds to compare per case: with victims, and with LP placements
 WANT = 3
@@ -149,7 +148,7 @@ def test_greedy_solve_returns_what_the_simulator_decided(setup: str, policy: str
             assert res.quota_greedy.quotas == dict(rnd.quotas), where
             binding += len(greedy_admission(lp_round, {})) > len(res.quota_greedy.admitted)
     assert preemptive, f"{policy}: no round with victims was cut"
-    if spot and setup == "ref-toy":
+    if spot:
         assert binding, f"{policy}: the quota held no LP job back in any round compared"
 
 
