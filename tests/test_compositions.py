@@ -7,6 +7,7 @@ import inspect
 from pathlib import Path
 
 import pytest
+from standins import TOY_SETUP
 
 from gfs_opt.experiments.runner import RunSpec, run
 from gfs_opt.instance import load_round
@@ -61,8 +62,9 @@ def test_a_new_baseline_is_a_new_composition() -> None:
     register_policy("lyra-fgd", LyraWithFGDPlacement)
     try:
         assert "lyra-fgd" in greedy_policy_names()
-        out = run(RunSpec.from_setup("ref-toy", policy="lyra-fgd", check_invariants=True,
-                                     window=("2024-03-11", "2024-03-12"), drain_days=0.5))
+        window = ("2024-03-11", "2024-03-12") if TOY_SETUP == "ref-toy" else None
+        out = run(RunSpec.from_setup(TOY_SETUP, policy="lyra-fgd", check_invariants=True,
+                                     window=window, drain_days=0.5))
         assert out.summary["policy"] == "lyra-fgd" and len(out.jobs)
         rnd = load_round(TWO_POOLS)
         mine = solve_round(rnd, "greedy", "preemption", policy="lyra-fgd").preempt_greedy

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from standins import TOY_SETUP
 
 from gfs_opt.experiments.runner import RunSpec, prepare_trace
 from gfs_opt.model import Decision, Params, Round
@@ -15,7 +16,7 @@ from gfs_opt.sim.engine import SimConfig, Simulator
 
 
 def simulator(policy: str = "gfs", params: Params | None = None) -> Simulator:
-    spec = RunSpec.from_setup("ref-toy", policy=policy)
+    spec = RunSpec.from_setup(TOY_SETUP, policy=policy)
     trace, lo, hi = prepare_trace(spec)
     return Simulator(trace, make_policy(policy, forecaster="ets"), params,
                      SimConfig(eval_start=lo, eval_end=hi, drain_s=0.0))
