@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -170,7 +171,8 @@ def handmade() -> dict[str, tuple[Round, dict[str, object]]]:
                [_job(20, "LP", 3, d=1.0), _job(21, "LP", 2, d=2.0), _job(22, "LP", 1, d=4.0),
                 _job(23, "LP", 1, d=2.0)],
                Params(guarantee_classes=(1.0, 2.0, 4.0)))
-    r.forecasts["A100"] = PoolForecast(mean=np.array([4.0, 5.0, 6.0, 6.0]), std=np.zeros(4))
+    r = replace(r, forecasts={"A100": PoolForecast(mean=np.array([4.0, 5.0, 6.0, 6.0]),
+                                                   std=np.zeros(4))})
     out["tiny-08-quota-classes"] = (r, {
         "exercises": "admission with classes 1/2/4 h and a certain forecast: free of HP per hour "
                      "[4,3,2,2]; the rule's quotas (3, 2, 2 GPUs) admit only LP 20 (value 3); the "
@@ -188,8 +190,9 @@ def handmade() -> dict[str, tuple[Round, dict[str, object]]]:
                [_job(10, "HP", 1, pool="A10"), _job(11, "HP", 4), _job(12, "HP", 4, submit=3600.0),
                 _job(20, "LP", 1, pool="A10"), _job(21, "LP", 2, d=2.0), _job(22, "LP", 1)],
                Params(guarantee_classes=(1.0, 2.0)))
-    r.forecasts["A10"] = PoolForecast(mean=np.array([1.0, 1.5, 2.0]), std=np.array([0.3, 0.5, 0.5]))
-    r.forecasts["A100"] = PoolForecast(mean=np.array([12.0, 12.0, 13.0]), std=np.array([1.0, 1.0, 1.5]))
+    r = replace(r, forecasts={
+        "A10": PoolForecast(mean=np.array([1.0, 1.5, 2.0]), std=np.array([0.3, 0.5, 0.5])),
+        "A100": PoolForecast(mean=np.array([12.0, 12.0, 13.0]), std=np.array([1.0, 1.0, 1.5]))})
     out["tiny-09-two-pools"] = (r, {
         "exercises": "two pools in one model: on A10 evict LP 3 (c = 3740) rather than the 2-node "
                      "LP gang 2 (6080); on A100 both 4-GPU HP jobs need all of node 5, so LP 5 and "
