@@ -11,12 +11,13 @@ import pytest
 from gfs_opt.paths import ref_toy_dir
 
 #: the real ``ref-toy`` folder lives in the data folder, never in the repository
+HAVE_REF_TOY = (ref_toy_dir() / "job_info_df.csv").is_file()
 needs_ref_toy = pytest.mark.skipif(
-    not (ref_toy_dir() / "job_info_df.csv").is_file(),
+    not HAVE_REF_TOY,
     reason=f"the ref-toy trace is not in {ref_toy_dir()} (set $GFS_DATA_DIR)")
 #: a small contended setup for tests that only need one: ``ref-toy`` (≈ 1 s a run) when the data
 #: folder has it, else the built-in ``small`` (slower, same code paths)
-TOY_SETUP = "ref-toy" if (ref_toy_dir() / "job_info_df.csv").is_file() else "small"
+TOY_SETUP = "ref-toy" if HAVE_REF_TOY else "small"
 
 ALIBABA_JOB_HEAD = ("job_name,organization,gpu_model,cpu_request,gpu_request,worker_num,"
                     "submit_time,duration,job_type\n")
