@@ -114,7 +114,7 @@ def jobs_by_id(client: SlurmClient) -> dict[int, object]:
 
 def controller(spec: ClusterSpec, tmp: Path, **kw: object) -> Controller:
     cfg = ControllerConfig(pool="A100", speedup=SPEEDUP, t0=0.0, forecaster="seasonal-naive",
-                           log=tmp / "controller.jsonl", **kw)  # type: ignore[arg-type]
+                           log=tmp / "controller.jsonl", ckpt_dir=tmp / "runs", **kw)  # type: ignore[arg-type]
     ctl = Controller(spec, cfg)
     ctl.warm_up(0.0)
     from gfs_opt.slurm.clock import TraceClock

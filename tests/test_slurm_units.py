@@ -460,6 +460,7 @@ class FakeSlurm:
         self.records = records
         self.calls: list[tuple] = []
         self.fail_signal = False
+        self.ckpt_dir: Path | None = None      # a payload that checkpoints on the signal
         self.n_calls, self.call_s = 0, 0.0
 
     def jobs(self) -> list[dict]:
@@ -478,6 +479,8 @@ class FakeSlurm:
                             {**r, "job_state": "PENDING", "gres_detail": [],
                              "job_resources": None, "start_time": 0} for r in self.records]
             raise SlurmError("Job can not be altered now")
+        if self.ckpt_dir is not None:
+            (self.ckpt_dir / f"{job_id}.ckpt").write_text("1.0")
 
     def requeue(self, job_id: int, timeout_s: float = 10.0) -> None:
         self.calls.append(("requeue", job_id))
@@ -488,6 +491,7 @@ def _controller(tmp: Path, records: list[dict], **kw: object):
 
     spec = ClusterSpec(dir=str(tmp), nodes=4, gpus=8, speedup=60.0, host="h")
     fake = FakeSlurm(records)
+    kw.setdefault("ckpt_wait_s", 0.1)
     cfg = ControllerConfig(pool="P", speedup=60.0, t0=1000.0, forecaster="seasonal-naive",
                            log=tmp / "actions.jsonl", **kw)  # type: ignore[arg-type]
     ctl = Controller(spec, cfg, client=fake)  # type: ignore[arg-type]
@@ -518,6 +522,20 @@ def test_controller_guards_and_logs_its_victims(tmp_path: Path) -> None:
     assert req["job"] == 2 and "past its 1 h window" in req["reason"] and req["for_hp"] == [4]
     ctl.poll()                                   # same limit: not set again
     assert sum(c[0] == "limit" for c in fake.calls) == 1
+
+    assert not _logged(tmp_path / "hard", "warn")      # no folder to watch: the grace is waited
+
+    # with the payloads' folder: requeue once the checkpoint is on disk, warn when it never comes
+    for name, writes in (("ack", True), ("noack", False)):
+        (tmp_path / name).mkdir()
+        ctl, fake = _controller(tmp_path / name, recs, ckpt_dir=tmp_path / name, ckpt_wait_s=1.0)
+        fake.ckpt_dir = tmp_path / name if writes else None
+        t = time.time()
+        ctl.poll()
+        waited = time.time() - t
+        assert fake.calls[-2:] == [("signal", 2, "USR1"), ("requeue", 2)]
+        assert bool(_logged(tmp_path / name, "warn")) is not writes
+        assert writes or waited >= 1.0
 
     (tmp_path / "dry").mkdir()
     ctl, fake = _controller(tmp_path / "dry", recs, dry_run=True)

@@ -169,6 +169,11 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
                    help="let victims come from inside their guarantee window (paper semantics; "
                         "default: never, as Slurm's PreemptExemptTime)")
     c.add_argument("--dry-run", action="store_true", help="decide and log, never act")
+    c.add_argument("--ckpt-dir", type=Path, default=None,
+                   help="the payloads' state folder: requeue a victim as soon as its checkpoint "
+                        "is written (default: wait --ckpt-wait after the signal)")
+    c.add_argument("--ckpt-wait", type=_positive, default=3.0,
+                   help="wall seconds a victim gets to checkpoint before its requeue (3)")
     c.add_argument("--duration", type=_positive, default=None,
                    help="stop after this many wall seconds (default: run until SIGTERM)")
     c.add_argument("--clock", type=Path, default=None,
@@ -279,7 +284,7 @@ def _controller(args: argparse.Namespace) -> int:
         refresh_s=args.refresh, poll_s=args.poll, forecaster=args.forecaster, rho=args.rho,
         exact=args.exact, time_limit=args.time_limit, protect_windows=not args.soft_guarantee,
         dry_run=args.dry_run, duration_s=args.duration, origin=origin, history=args.history,
-        clock_file=args.clock, log=args.log)
+        clock_file=args.clock, log=args.log, ckpt_dir=args.ckpt_dir, ckpt_wait_s=args.ckpt_wait)
     if args.clock is not None and args.t0 is None:
         raise GfsError("--clock needs --t0 (the trace time the replay starts at)")
     counts = Controller(_spec(args), cfg, echo=not args.quiet).run()

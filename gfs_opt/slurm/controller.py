@@ -61,7 +61,11 @@ class ControllerConfig:
     protect_windows: bool = True
     dry_run: bool = False
     ckpt_signal: str = "USR1"
-    ckpt_wait_s: float = 0.2
+    # Slurm delivers a signal asynchronously (0.1 s idle, over a second on a loaded host): with
+    # the payloads' state folder we requeue as soon as the checkpoint is on disk, else after the
+    # full wait.
+    ckpt_wait_s: float = 3.0
+    ckpt_dir: Path | None = None
     duration_s: float | None = None    # wall seconds to run (None: until SIGTERM)
     origin: pd.Timestamp = ALIBABA_ORIGIN
     history: Path | None = None
@@ -296,8 +300,11 @@ class Controller:
                       f"{'INSIDE' if in_window else 'past'} its {run.job.guarantee_h:g} h window")
             if not self.cfg.dry_run:
                 try:
+                    sent = time.time()
                     self.client.signal(v, self.cfg.ckpt_signal)
-                    time.sleep(self.cfg.ckpt_wait_s)
+                    if not self._await_checkpoint(v, sent):
+                        self.log("warn", f"no checkpoint within {self.cfg.ckpt_wait_s:g} s of "
+                                 "the signal: requeueing anyway", job=v)
                 except SlurmError as exc:
                     # Slurm's own preemption may have taken the job in the meantime
                     if not self._same_run(v, then_v):
@@ -315,6 +322,24 @@ class Controller:
             self.log("requeue", reason, job=v, account=now_v.account, qos=now_v.qos,
                      gpus=now_v.gpus, for_hp=hp_for, method=plan.method,
                      fallback=plan.fallback, dry_run=self.cfg.dry_run)
+
+    def _await_checkpoint(self, job_id: int, sent: float) -> bool:
+        """Wait for the victim's checkpoint: its payload rewrites ``<ckpt_dir>/<job>.ckpt`` on the
+        signal. Without a folder to watch, wait the whole grace and assume it was taken."""
+        deadline = sent + self.cfg.ckpt_wait_s
+        if self.cfg.ckpt_dir is None:
+            time.sleep(max(0.0, deadline - time.time()))
+            return True
+        path = self.cfg.ckpt_dir / f"{job_id}.ckpt"
+        while True:
+            try:
+                if path.stat().st_mtime >= sent:
+                    return True
+            except FileNotFoundError:
+                pass
+            if time.time() >= deadline:
+                return False
+            time.sleep(0.05)
 
     def _same_run(self, job_id: int, then: LiveJob) -> bool:
         now = {j.job_id: j for j in parse_jobs(self.client.jobs())}.get(job_id)

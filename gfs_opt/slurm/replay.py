@@ -121,7 +121,7 @@ class ControllerProcess:
                 "--history", str(out / "history.csv"), "--log", str(self.log),
                 "--origin", str(plan.trace.origin), "--forecaster", cfg.forecaster,
                 "--refresh", f"{cfg.refresh_s:g}", "--poll", f"{cfg.poll_s:g}",
-                "--rho", f"{cfg.rho:g}", *cfg.controller_args]
+                "--rho", f"{cfg.rho:g}", "--ckpt-dir", str(out / "runs"), *cfg.controller_args]
         if cfg.exact:
             argv.append("--exact")
         if not cfg.protect_windows:
