@@ -169,7 +169,8 @@ def test_provider_follows_a_demand_drop(model: str) -> None:
     before = p.pool_forecasts((drop - 1) * 3600.0)["A"].mean[0]
     assert before > 100
     after = p.pool_forecasts((drop + 3) * 3600.0)["A"]  # three zero hours observed
-    assert after.mean[0] < 0.2 * before
+    # lead 1 keeps (1 − φ) of Prophet's mean; φ ≈ 0.8 here (Stan: 19.8 %, exact MAP: 20.6 %)
+    assert after.mean[0] < 0.25 * before
     assert len(p.refit_log) == 1                        # followed without a refit
 
 
