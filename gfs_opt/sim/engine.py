@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from gfs_opt.errors import GfsError
 from gfs_opt.model import (
@@ -383,6 +384,12 @@ class Simulator:
 
     # ---- main loop ------------------------------------------------------------------------
     def run(self, progress: Callable[[float, int], None] | None = None) -> SimResult:
+        # A replay is sequential and its matrices are small (forecast fits, 57 × 57 solves):
+        # OpenBLAS's worker threads only spin, doubling GFS's CPU time on 2 cores (issue 13).
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._run(progress)
+
+    def _run(self, progress: Callable[[float, int], None] | None) -> SimResult:
         cfg = self.cfg
         t0 = time.perf_counter()
         last_submit = self.jobs[self.arrivals[-1]].submit if self.arrivals else 0.0
