@@ -237,6 +237,38 @@ def test_prophet_shared_fit_is_bit_identical_to_plain_prophet() -> None:
         pd.testing.assert_frame_equal(a, b)
 
 
+def test_shared_preprocessing_gives_prophets_inputs_bit_for_bit() -> None:
+    """Series 2.. of a window reuse what Prophet derived from the dates for series 1: the Stan
+    inputs, the initial values and the model attributes equal plain Prophet's, bit for bit."""
+    import dataclasses
+
+    from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, import_prophet
+
+    hist, _ = frame(24 * 21, n_series=3, weekly=4.0)
+    shared = SharedFit("stan")
+    for i, (_, part) in enumerate(hist.groupby("series", sort=True)):
+        df = pd.DataFrame({"ds": part["ds"].to_numpy(), "y": part["y"].to_numpy() * (i + 1)})
+        models = []
+        for m in (import_prophet()(yearly_seasonality=False), fast_prophet(
+                shared, yearly_seasonality=False)):
+            m.add_country_holidays("CN")
+            inputs = m.preprocess(df.copy())
+            models.append((m, dataclasses.asdict(inputs),
+                           dataclasses.asdict(m.calculate_initial_params(inputs.K))))
+        (plain, a, init_a), (ours, b, init_b) = models
+        for field_name, value in a.items():
+            np.testing.assert_array_equal(np.asarray(b[field_name]), np.asarray(value))
+        for field_name, value in init_a.items():
+            np.testing.assert_array_equal(np.asarray(init_b[field_name]), np.asarray(value))
+        pd.testing.assert_frame_equal(ours.history, plain.history)
+        assert (ours.y_scale, ours.start, ours.t_scale) == (plain.y_scale, plain.start,
+                                                            plain.t_scale)
+        assert ours.seasonalities == plain.seasonalities
+        assert ours.component_modes == plain.component_modes
+        np.testing.assert_array_equal(ours.changepoints_t, plain.changepoints_t)
+    assert len(shared.preprocessed) == 1                  # one window, reused by series 2 and 3
+
+
 def test_prediction_frame_equals_prophets_setup_dataframe() -> None:
     """The shortcut `_yhat` takes around ``setup_dataframe`` gives the same ``t`` and ``floor``,
     bit for bit, on and off the training window."""

@@ -11,7 +11,7 @@ same hours, so all of that is shared here:
   the feature matrices (with the JSON text of ``X``) of the current refit, keyed by the dates;
 - `fast_prophet` returns a Prophet subclass that uses them. Stan reads the same numbers (JSON of
   the same Python floats), so the fitted parameters are bit-identical to ``Prophet.fit``'s
-  (tests/test_prophet_fit.py compares them).
+  (tests/test_forecast_models.py compares them).
 
 A fit is a pure function of the Stan inputs (data, initial values, optimiser settings), so its
 result is also kept by content (`FitCache`): GFS and the `+sqa` baselines of one comparison fit
@@ -177,6 +177,8 @@ class SharedFit:
         # `small` GFS run was these two pandas-heavy calls):
         self.holiday_frames: dict[tuple, pd.DataFrame] = {}
         self.component_cols: dict[tuple, tuple[pd.DataFrame, dict]] = {}
+        # what `Prophet.preprocess` derives from the dates alone, per window (see SharedProphet)
+        self.preprocessed: dict[tuple, dict[str, Any]] = {}
 
     def backend(self) -> Any:
         if self._backend is None:
@@ -187,6 +189,7 @@ class SharedFit:
         """Forget the feature matrices (a new refit uses new hours)."""
         self.features.clear()
         self.x_json.clear()
+        self.preprocessed.clear()
 
 
 @contextlib.contextmanager
@@ -356,6 +359,82 @@ def _prophet_class() -> type:
             modes.clear()              # Prophet's version extends ``modes`` in place
             modes.update(copy.deepcopy(out))
             return cols.copy(), modes
+
+        def _window_key(self, df: pd.DataFrame) -> tuple | None:
+            """Key of what preprocessing derives from the dates alone, or None where it also
+            depends on more than ``y`` (other growth or scaling, regressors, conditions, given
+            changepoints) or the frame is not plain sorted, finite, timezone-free hours."""
+            if (list(df.columns) != ["ds", "y"] or self.growth != "linear"
+                    or self.scaling != "absmax" or self.extra_regressors or self.changepoints
+                    is not None or any(p["condition_name"] is not None
+                                       for p in self.seasonalities.values())):
+                return None
+            ds, y = df["ds"], df["y"]
+            if not (isinstance(ds.dtype, np.dtype) and np.issubdtype(ds.dtype, np.datetime64)
+                    and y.dtype == np.float64):
+                return None
+            stamps = ds.to_numpy()
+            values = y.to_numpy()
+            if not (np.all(np.isfinite(values)) and np.all(stamps[1:] > stamps[:-1])):
+                return None
+            config = (self.n_changepoints, self.changepoint_range, self.changepoint_prior_scale,
+                      self.yearly_seasonality, self.weekly_seasonality, self.daily_seasonality,
+                      self.seasonality_mode, self.seasonality_prior_scale, self.holidays_mode,
+                      self.holidays_prior_scale, self.country_holidays, id(self.holidays),
+                      repr(sorted((k, sorted(v.items())) for k, v in self.seasonalities.items())))
+            return (hashlib.blake2b(np.ascontiguousarray(stamps).tobytes(),
+                                    digest_size=16).digest(), str(stamps.dtype), len(stamps),
+                    repr(config))
+
+        def preprocess(self, df: pd.DataFrame, **kwargs: Any) -> Any:
+            # Every tenant series of a refit covers the same hours: dates, changepoints, auto
+            # seasonalities and features are the same for all of them, only y and its scale
+            # differ. Prophet's steps for one window are kept and reused; y is scaled as Prophet
+            # scales it (absmax, the same float operations), so the inputs are bit-identical
+            # (tests/test_forecast_models.py).
+            key = self._window_key(df)
+            kept = None if key is None else self._shared.preprocessed.get(key)
+            if kept is None:
+                out = super().preprocess(df, **kwargs)
+                if key is not None:
+                    self._shared.preprocessed[key] = {
+                        "history": self.history.copy(), "history_dates": self.history_dates,
+                        "start": self.start, "t_scale": self.t_scale,
+                        "seasonalities": copy.deepcopy(self.seasonalities),
+                        "n_changepoints": self.n_changepoints, "changepoints": self.changepoints,
+                        "changepoints_t": self.changepoints_t,
+                        "train_component_cols": self.train_component_cols,
+                        "component_modes": copy.deepcopy(self.component_modes),
+                        "train_holiday_names": self.train_holiday_names,
+                        "X": out.X, "sigmas": list(out.sigmas)}
+                return out
+            from prophet.models import ModelInputData
+
+            y = df["y"].to_numpy()
+            y_scale = float(np.abs(y).max())
+            self.y_min, self.y_scale = 0.0, (y_scale if y_scale != 0 else 1.0)
+            history = kept["history"].copy()
+            history["y"] = y
+            history["y_scaled"] = (history["y"] - history["floor"]) / self.y_scale
+            self.history = history
+            self.history_dates = kept["history_dates"].copy()
+            self.start, self.t_scale = kept["start"], kept["t_scale"]
+            self.seasonalities = copy.deepcopy(kept["seasonalities"])
+            self.n_changepoints = kept["n_changepoints"]
+            self.changepoints = kept["changepoints"].copy()
+            self.changepoints_t = kept["changepoints_t"].copy()
+            self.train_component_cols = kept["train_component_cols"].copy()
+            self.component_modes = copy.deepcopy(kept["component_modes"])
+            names = kept["train_holiday_names"]
+            self.train_holiday_names = None if names is None else names.copy()
+            self.fit_kwargs = copy.deepcopy(kwargs)
+            cols = self.train_component_cols
+            return ModelInputData(
+                T=len(history), S=len(self.changepoints_t), K=kept["X"].shape[1],
+                tau=self.changepoint_prior_scale, trend_indicator=0, y=history["y_scaled"],
+                t=history["t"], t_change=self.changepoints_t, X=kept["X"],
+                sigmas=list(kept["sigmas"]), s_a=cols["additive_terms"],
+                s_m=cols["multiplicative_terms"], cap=np.zeros(len(history)))
 
         def make_all_seasonality_features(self, df: pd.DataFrame) -> Any:
             if self.extra_regressors or any(p["condition_name"] is not None
