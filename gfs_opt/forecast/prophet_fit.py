@@ -312,6 +312,19 @@ def _prophet_class() -> type:
 
         country_holidays: Any
         train_holiday_names: Any
+        history: Any
+        history_dates: Any
+        start: Any
+        t_scale: Any
+        seasonalities: Any
+        n_changepoints: Any
+        changepoints: Any
+        changepoints_t: Any
+        train_component_cols: Any
+        component_modes: Any
+        y_min: Any
+        y_scale: Any
+        fit_kwargs: Any
 
         def __init__(self, shared: SharedFit, **kwargs: Any) -> None:
             self._shared = shared

@@ -103,9 +103,9 @@ def lasso(h: np.ndarray, b: np.ndarray, lam: float, penalised: np.ndarray,
         violated = penalised & ~active & (np.abs(g) > lam * (1 + 1e-9))
         if not violated.any():
             return theta
-        j = int(np.flatnonzero(violated)[np.argmax(np.abs(g[violated]))])
-        active[j] = True
-        sign[j] = -np.sign(g[j])
+        worst = int(np.flatnonzero(violated)[np.argmax(np.abs(g[violated]))])
+        active[worst] = True
+        sign[worst] = -np.sign(g[worst])
     return None
 
 
