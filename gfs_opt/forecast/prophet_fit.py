@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import hashlib
 import json
 import logging
@@ -231,7 +232,7 @@ def _backend_class() -> type:
             self._shared = shared
 
         def _data_json(self, data: dict[str, Any]) -> str:
-            x = np.ascontiguousarray(data["X"].to_numpy(dtype=float))
+            x = np.ascontiguousarray(np.asarray(data["X"], dtype=float))
             key = hashlib.blake2b(x.tobytes(), digest_size=16).digest() + bytes(str(x.shape), "ascii")
             x_text = self._shared.x_json.get(key)
             if x_text is None:
@@ -410,6 +411,10 @@ def _prophet_class() -> type:
             if kept is None:
                 out = super().preprocess(df, **kwargs)
                 if key is not None:
+                    # arrays, not frames: Prophet.fit deep-copies the inputs (dataclasses.asdict),
+                    # ≈ 2 ms per fit for a DataFrame; Stan and the MAP read the same numbers
+                    out = dataclasses.replace(out, X=out.X.to_numpy(dtype=float),
+                                              y=out.y.to_numpy(), t=out.t.to_numpy())
                     self._shared.preprocessed[key] = {
                         "history": self.history.copy(), "history_dates": self.history_dates,
                         "start": self.start, "t_scale": self.t_scale,
@@ -444,8 +449,9 @@ def _prophet_class() -> type:
             cols = self.train_component_cols
             return ModelInputData(
                 T=len(history), S=len(self.changepoints_t), K=kept["X"].shape[1],
-                tau=self.changepoint_prior_scale, trend_indicator=0, y=history["y_scaled"],
-                t=history["t"], t_change=self.changepoints_t, X=kept["X"],
+                tau=self.changepoint_prior_scale, trend_indicator=0,
+                y=history["y_scaled"].to_numpy(), t=history["t"].to_numpy(),
+                t_change=self.changepoints_t, X=kept["X"],
                 sigmas=list(kept["sigmas"]), s_a=cols["additive_terms"],
                 s_m=cols["multiplicative_terms"], cap=np.zeros(len(history)))
 
