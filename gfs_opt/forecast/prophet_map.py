@@ -4,7 +4,7 @@ Prophet fits by handing its Stan model (``prophet.stan``) to CmdStan's L-BFGS op
 child process per fit, ≈ 40 ms of which ≈ 20 ms is process start-up, paid by every tenant series
 at every daily refit (issue 13: 57 s of a 117 s ``paper-a100`` GFS run). For the model GFS uses —
 linear trend, additive seasonality and holidays — the posterior has a structure Stan does not use
-(see ``formulations/prophet-map.md``): the mean is linear in θ = (k, m, δ, β),
+(see ``formulations/prophet_map.md``): the mean is linear in θ = (k, m, δ, β),
 
     μ = Z·θ,   Z = [t, 1, (t − s_j)·1[t ≥ s_j] for each changepoint j, X],
 
