@@ -269,6 +269,38 @@ def test_shared_preprocessing_gives_prophets_inputs_bit_for_bit() -> None:
     assert len(shared.preprocessed) == 1                  # one window, reused by series 2 and 3
 
 
+def test_year_grid_features_equal_prophets_per_window() -> None:
+    """Windows of contiguous hours take their rows from a whole-year grid: the same features,
+    priors, columns and holiday names as Prophet computes for the window, bit for bit — for
+    training windows at several starts, across a holiday (Oct 1) and over a new year."""
+    from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, import_prophet
+
+    shared = SharedFit("stan")
+    for start, n in (("2024-09-20 05:00", 24 * 21), ("2024-09-23 17:00", 24 * 21 + 5),
+                     ("2024-12-20 00:00", 24 * 20)):
+        ds = pd.DataFrame({"ds": pd.date_range(start, periods=n, freq="h")})
+        models = []
+        for m in (import_prophet()(), fast_prophet(shared)):
+            m.add_country_holidays("CN")
+            m.seasonalities = {}
+            m.add_seasonality("daily", 1, 4)
+            m.add_seasonality("weekly", 7, 3)
+            models.append((m, m.make_all_seasonality_features(ds)))
+        (plain, a), (ours, b) = models
+        pd.testing.assert_frame_equal(b[0], a[0], check_exact=True)
+        assert b[1] == a[1] and b[3] == a[3]
+        pd.testing.assert_frame_equal(b[2], a[2], check_exact=True)
+        pd.testing.assert_series_equal(ours.train_holiday_names, plain.train_holiday_names)
+        assert float(a[0].filter(like="National Day").to_numpy().sum()) > 0 or start[5:7] != "09"
+        # a prediction window after training (holiday names fixed) and 48 h past it
+        later = pd.DataFrame({"ds": pd.date_range(pd.Timestamp(start) + pd.Timedelta(hours=n),
+                                                  periods=48, freq="h")})
+        pd.testing.assert_frame_equal(ours.make_all_seasonality_features(later)[0],
+                                      plain.make_all_seasonality_features(later)[0],
+                                      check_exact=True)
+    assert shared.year_grids
+
+
 def test_prediction_frame_equals_prophets_setup_dataframe() -> None:
     """The shortcut `_yhat` takes around ``setup_dataframe`` gives the same ``t`` and ``floor``,
     bit for bit, on and off the training window."""

@@ -54,6 +54,7 @@ try:
 except ImportError:       # not POSIX: no cross-process locks (see FitCache.computing)
     fcntl = None  # type: ignore[assignment]
 
+_MAX_GRIDS = 8       # whole-year feature grids kept (per configuration, holiday names, years)
 _MAX_FEATURES = 16    # feature matrices kept per refit (one per distinct window; usually one)
 _MAX_MEMO = 4096      # fits kept in memory per process (a few KB each)
 
@@ -180,6 +181,8 @@ class SharedFit:
         self.component_cols: dict[tuple, tuple[pd.DataFrame, dict]] = {}
         # what `Prophet.preprocess` derives from the dates alone, per window (see SharedProphet)
         self.preprocessed: dict[tuple, dict[str, Any]] = {}
+        # seasonal and holiday features of whole calendar years (they do not depend on y)
+        self.year_grids: dict[tuple, tuple] = {}
 
     def backend(self) -> Any:
         if self._backend is None:
@@ -468,7 +471,7 @@ def _prophet_class() -> type:
                    None if names is None else tuple(names))
             cached = self._shared.features.get(key)
             if cached is None:
-                out = super().make_all_seasonality_features(df)
+                out = self._from_year_grid(ds, key[2:]) or super().make_all_seasonality_features(df)
                 if len(self._shared.features) >= _MAX_FEATURES:
                     self._shared.features.clear()
                 self._shared.features[key] = cached = (out, self.train_holiday_names)
@@ -476,6 +479,40 @@ def _prophet_class() -> type:
             if self.train_holiday_names is None and train_names is not None:
                 self.train_holiday_names = train_names.copy()
             return features, list(priors), cols, {k: list(v) for k, v in modes.items()}
+
+        def _from_year_grid(self, ds: np.ndarray, config: tuple) -> Any:
+            """Features of contiguous hours as rows of a whole-year grid, or None.
+
+            Every feature is a function of the hour alone (Fourier terms of the absolute time,
+            holiday indicators by date), and the holiday columns are those of the calendar
+            years covered, so the rows of the year grid are what Prophet computes for any
+            window inside it — bit for bit (tests/test_forecast_models.py). Series that start
+            at different hours then cost one slice each, not one Prophet call (≈ 30 ms) each.
+            """
+            hour = np.timedelta64(1, "h")
+            if len(ds) == 0 or np.any(np.diff(ds) != hour):
+                return None
+            first, last = pd.Timestamp(ds[0]), pd.Timestamp(ds[-1])
+            years = (first.year, last.year)
+            grid_key = (config, years)
+            grid = self._shared.year_grids.get(grid_key)
+            if grid is None:
+                hours = pd.date_range(f"{years[0]}-01-01", f"{years[1] + 1}-01-01", freq="h",
+                                      inclusive="left")
+                features, priors, cols, modes = super().make_all_seasonality_features(
+                    pd.DataFrame({"ds": hours}))
+                if len(self._shared.year_grids) >= _MAX_GRIDS:
+                    self._shared.year_grids.clear()
+                self._shared.year_grids[grid_key] = grid = (
+                    np.datetime64(hours[0].to_datetime64(), "ns"), features, priors, cols, modes,
+                    self.train_holiday_names)
+            start, features, priors, cols, modes, names = grid
+            if self.train_holiday_names is None and names is not None:
+                # a training call: Prophet names the holidays of the years covered, as here
+                self.train_holiday_names = names.copy()
+            i0 = int((ds[0] - start) // hour)
+            rows = features.iloc[i0:i0 + len(ds)].reset_index(drop=True)
+            return rows, list(priors), cols.copy(), {k: list(v) for k, v in modes.items()}
 
     return SharedProphet
 
