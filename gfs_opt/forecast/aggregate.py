@@ -52,15 +52,33 @@ def pool_forecasts(pred: pd.DataFrame, series_pool: Mapping[str, str] | None = N
         raise GfsError(f"prediction frame lacks column(s) {missing}")
     if pred.empty:
         return {}
-    series = pred["series"].astype(str).to_numpy()
+    col = qcol(rho)
+    return pool_forecasts_arrays(
+        pred["series"].astype(str).to_numpy(), pred["h"].to_numpy(),
+        pred["mean"].to_numpy(dtype=float), pred["std"].to_numpy(dtype=float),
+        pred[col].to_numpy(dtype=float) if col in pred.columns else None,
+        series_pool, method, rho, samples)
+
+
+def pool_forecasts_arrays(series: np.ndarray, h: np.ndarray, mean: np.ndarray, std: np.ndarray,
+                          q: np.ndarray | None, series_pool: Mapping[str, str] | None = None,
+                          method: str = "independent", rho: float = 0.9,
+                          samples: Mapping[str, np.ndarray] | None = None,
+                          ) -> dict[str, PoolForecast]:
+    """`pool_forecasts` on the frame's columns as arrays (one row per series × h; ``q`` = the
+    ``q<ρ>`` column or None), for callers that never built the frame. Sums run in row order."""
+    if method not in METHODS:
+        raise GfsError(f"unknown pool aggregation {method!r}; expected one of {list(METHODS)}")
+    if not 0.0 < rho < 1.0:
+        raise GfsError(f"rho must lie strictly between 0 and 1, got {rho}")
+    if len(series) == 0:
+        return {}
     uniq_series, s_idx = np.unique(series, return_inverse=True)
     pools_of_series = np.array([pool_of(s, series_pool) for s in uniq_series], dtype=object)
     pools, series_pool_idx = np.unique(pools_of_series, return_inverse=True)
     p_idx = series_pool_idx[s_idx]
-    hours, h_idx = np.unique(pred["h"].to_numpy(), return_inverse=True)
+    hours, h_idx = np.unique(h, return_inverse=True)
     shape = (len(pools), len(hours))
-    mean = pred["mean"].to_numpy(dtype=float)
-    std = pred["std"].to_numpy(dtype=float)
     mu = np.zeros(shape)
     np.add.at(mu, (p_idx, h_idx), mean)
     z = float(ndtri(rho))
@@ -72,20 +90,22 @@ def pool_forecasts(pred: pd.DataFrame, series_pool: Mapping[str, str] | None = N
         sigma = np.zeros(shape)
         np.add.at(sigma, (p_idx, h_idx), std)
     else:
-        col = qcol(rho)
-        q = (pred[col].to_numpy(dtype=float) if col in pred.columns
-             else np.maximum(mean + z * std, 0.0))
+        if q is None:
+            q = np.maximum(mean + z * std, 0.0)
         qsum = np.zeros(shape)
         np.add.at(qsum, (p_idx, h_idx), q)
         sigma = np.maximum((qsum - mu) / z, 0.0)
-    pool_samples = (_pool_samples(pred, uniq_series, series_pool_idx, len(pools), hours,
-                                  samples, comonotone=method == "sum-quantiles")
-                    if samples is not None else None)
+    pool_samples = None
+    if samples is not None:
+        table = pd.DataFrame({"series": series, "h": h, "mean": mean}).pivot_table(
+            index="series", columns="h", values="mean", aggfunc="first")
+        pool_samples = _pool_samples(table, uniq_series, series_pool_idx, len(pools), hours,
+                                     samples, comonotone=method == "sum-quantiles")
     return {str(p): PoolForecast(mu[i], sigma[i], None if pool_samples is None else pool_samples[i])
             for i, p in enumerate(pools)}
 
 
-def _pool_samples(pred: pd.DataFrame, uniq_series: np.ndarray, series_pool_idx: np.ndarray,
+def _pool_samples(means: pd.DataFrame, uniq_series: np.ndarray, series_pool_idx: np.ndarray,
                   n_pools: int, hours: np.ndarray, samples: Mapping[str, np.ndarray],
                   comonotone: bool) -> list[np.ndarray]:
     given = [np.asarray(samples[s]) for s in uniq_series if s in samples]
@@ -93,7 +113,6 @@ def _pool_samples(pred: pd.DataFrame, uniq_series: np.ndarray, series_pool_idx: 
         raise GfsError("samples were given but none matches a series of the prediction frame")
     n = min(a.shape[0] for a in given)
     out = [np.zeros((n, len(hours))) for _ in range(n_pools)]
-    means = pred.pivot_table(index="series", columns="h", values="mean", aggfunc="first")
     for s, p in zip(uniq_series, series_pool_idx, strict=True):
         draws = samples.get(s)
         if draws is None:

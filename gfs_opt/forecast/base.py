@@ -138,6 +138,17 @@ class SeriesData:
         return out
 
 
+@dataclass(slots=True)
+class _RowCache:
+    """A series' current-model error rows by origin: ``buf[i]`` is origin ``lo + i``; the first
+    ``n`` rows have all their targets observed (final until the next fit)."""
+
+    horizon: int
+    lo: int
+    buf: np.ndarray
+    n: int
+
+
 def lead_grid(origins: np.ndarray, horizon: int) -> np.ndarray:
     """Target hours (len(origins), horizon): origin + 1 .. origin + horizon."""
     return np.asarray(origins, dtype=np.int64)[:, None] + np.arange(1, horizon + 1)[None, :]
@@ -281,7 +292,8 @@ class BaseForecaster:
                                         for key, data in series.items()}
         self.fit_end_ = {key: data.end_hour for key, data in series.items()}
         self._cache: tuple[int, int, dict[str, SeriesForecast]] | None = None
-        self._rows: dict[str, tuple[int, int, np.ndarray]] = {}
+        self._rows: dict[str, _RowCache] = {}
+        self._stored: dict[str, tuple[Any, int, np.ndarray | None, np.ndarray]] = {}
         self.fit_seconds_ = time.perf_counter() - t0
         return self
 
@@ -291,6 +303,17 @@ class BaseForecaster:
             raise GfsError(f"{type(self).__name__} is not fitted; call fit(history) before update")
         t0 = time.perf_counter()
         self._absorb({s.key: s for s in split_series(history)})
+        self.update_seconds_ = time.perf_counter() - t0
+        return self
+
+    def update_series(self, series: Iterable[SeriesData]) -> Self:
+        """``update`` from series already split into regular hourly arrays (as `split_series`
+        yields them: finite values, no gaps), skipping the frame; the hourly path of
+        `ForecastProvider`. Series are taken in key order, as ``update`` takes them."""
+        if not self.is_fitted:
+            raise GfsError(f"{type(self).__name__} is not fitted; call fit(history) before update")
+        t0 = time.perf_counter()
+        self._absorb({s.key: s for s in sorted(series, key=lambda s: s.key)})
         self.update_seconds_ = time.perf_counter() - t0
         return self
 
@@ -385,42 +408,72 @@ class BaseForecaster:
     def calibration_errors(self, key: str, horizon: int) -> np.ndarray:
         """Error rows (origins × horizon) the spread of a series is measured on, in no particular
         order: stored out-of-sample rows where they exist, else the current model's rows (its
-        out-of-sample rows since its fit, in-sample rows before), over the last window of origins."""
+        out-of-sample rows since its fit, in-sample rows before), over the last window of origins.
+        (Row order: the current model's rows not covered by stored ones, then the stored rows,
+        each by origin — the spread's sums follow this order.)"""
         data = self.series_[key]
         end = data.end_hour
         lo = max(end - self._calibration_hours(), data.start_hour)
-        current = self._current_rows(key, lo, end, horizon)   # origins lo .. end−1
+        current = self._current_rows(key, lo, end, horizon)   # origins lo .. end−1 (a view)
         stored = self.oos_errors_.get(key)
         if stored is None:
-            return current
-        keep = (stored[0] >= lo) & (stored[0] < end)
-        if not keep.any():
-            return current
-        rows = stored[1][keep][:, :horizon]
-        if rows.shape[1] < horizon:
-            rows = np.hstack([rows, np.full((len(rows), horizon - rows.shape[1]), np.nan)])
+            return current.copy()
+        origins, i0, i1, rows = self._stored_rows(key, stored, lo, end, horizon)
+        if i1 <= i0:
+            return current.copy()
         covered = np.zeros(len(current), dtype=bool)
-        covered[stored[0][keep] - lo] = True
+        covered[origins[i0:i1] - lo] = True
         return np.vstack([current[~covered], rows])
 
+    def _stored_rows(self, key: str, stored: tuple[np.ndarray, np.ndarray], lo: int, end: int,
+                     horizon: int) -> tuple[np.ndarray, int, int, np.ndarray]:
+        """The stored rows of origins in [lo, end), cut or NaN-padded to ``horizon``: (stored
+        origins, first, last + 1 of them, rows). Stored origins ascend (`_store_errors` appends
+        later origins), so the selection is a slice; the cut rows are kept until the store
+        changes (at a fit), since the provider asks every hour."""
+        origins, all_rows = stored
+        prep = self._stored.get(key)
+        if prep is None or prep[0] is not stored or prep[1] != horizon:
+            ascending = bool(np.all(origins[1:] > origins[:-1]))
+            cut = all_rows[:, :horizon] if ascending else None
+            if cut is not None and cut.shape[1] < horizon:
+                cut = np.hstack([cut, np.full((len(cut), horizon - cut.shape[1]), np.nan)])
+            prep = (stored, horizon, cut, origins)
+            self._stored[key] = prep
+        cut = prep[2]
+        if cut is None:   # not ascending (set by hand): select by mask, in stored order
+            keep = (origins >= lo) & (origins < end)
+            rows = all_rows[keep][:, :horizon]
+            if rows.shape[1] < horizon:
+                rows = np.hstack([rows, np.full((len(rows), horizon - rows.shape[1]), np.nan)])
+            sel = origins[keep]
+            return sel, 0, len(sel), rows
+        i0, i1 = np.searchsorted(origins, (lo, end)).tolist()
+        return origins, i0, i1, cut[i0:i1]
+
     def _current_rows(self, key: str, lo: int, end: int, horizon: int) -> np.ndarray:
-        """The current state's error rows for origins lo..end−1. Rows whose targets are all
-        observed never change until the next fit, so they are cached and only the newest
-        ``horizon`` origins are recomputed per call (the provider asks every hour)."""
-        cached = self._rows.get(key)
-        if cached is not None and cached[0] == horizon and cached[1] <= lo:
-            _, c_lo, c_rows = cached
-            c_rows = c_rows[lo - c_lo:]
-            start = lo + len(c_rows)
-        else:
-            c_rows, start = np.empty((0, horizon)), lo
-        data, state = self.series_[key], self.states_[key]
-        fresh = (self._errors(key, state, data, np.arange(start, end), horizon)
-                 if start < end else np.empty((0, horizon)))
-        rows = np.vstack([c_rows, fresh])
-        complete = max(0, min(len(rows), end - horizon - lo + 1))
-        self._rows[key] = (horizon, lo, rows[:complete])
-        return rows
+        """The current state's error rows for origins lo..end−1, as a view valid until the next
+        call. Rows whose targets are all observed never change until the next fit, so they are
+        kept in a per-series buffer and only origins from the first incomplete one on are
+        (re)computed per call (the provider asks every hour)."""
+        cache = self._rows.get(key)
+        if (cache is None or cache.horizon != horizon or cache.lo > lo
+                or cache.lo + cache.n < lo):
+            cache = _RowCache(horizon, lo, np.empty((max(2 * (end - lo), 64), horizon)), 0)
+            self._rows[key] = cache
+        if end - cache.lo > len(cache.buf):          # make room: drop the origins before lo
+            keep = cache.lo + cache.n - lo
+            buf = np.empty((max(2 * (end - lo), 64), horizon))
+            buf[:keep] = cache.buf[lo - cache.lo: lo - cache.lo + keep]
+            cache.buf, cache.lo, cache.n = buf, lo, keep
+        start = cache.lo + cache.n                   # first origin not final yet (≥ lo)
+        if start < end:
+            data, state = self.series_[key], self.states_[key]
+            cache.buf[start - cache.lo: end - cache.lo] = self._errors(
+                key, state, data, np.arange(start, end), horizon)
+        # origins up to end − horizon have every target observed
+        cache.n = min(max(end - horizon + 1 - cache.lo, 0), end - cache.lo)
+        return cache.buf[lo - cache.lo: end - cache.lo]
 
     # ---- predict -------------------------------------------------------------------------------
     def _check_fitted(self, horizon: int) -> None:

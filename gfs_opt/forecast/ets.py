@@ -118,7 +118,7 @@ class SeasonalETS(BaseForecaster):
                 new[i] = level
         else:
             new = _smooth(x, state.alpha, float(state.levels[-1]))
-        state.levels = np.r_[state.levels, new]
+        state.levels = np.concatenate([state.levels, new])
         return state
 
     def _forecast(self, key: str, state: _EtsState, data: SeriesData,

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.lib.stride_tricks import sliding_window_view
 
 from gfs_opt.errors import GfsError
 from gfs_opt.forecast.base import (
@@ -165,6 +166,7 @@ class ProphetForecaster(BaseForecaster):
         self.failures_: dict[str, str] = {}
         self._fallback = SeasonalETS(quantiles=self.quantiles, seed=seed)
         self._features: dict[tuple[int, int, tuple[str, ...]], tuple[np.ndarray, ...]] = {}
+        self._pow_cache: dict[tuple[float, int], np.ndarray] = {}
         self.solver = solver
         self._shared = SharedFit(solver or ("map" if shared_fit else "stan"))
 
@@ -291,18 +293,33 @@ class ProphetForecaster(BaseForecaster):
             finally:
                 m.uncertainty_samples = keep
 
-    def _yhat_at(self, state: _ProphetState, hours: np.ndarray) -> np.ndarray:
-        """Prophet's mean at absolute hours (any shape), extending the evaluated range if needed."""
-        hours = np.asarray(hours, dtype=np.int64)
+    def _extend(self, state: _ProphetState, top: int) -> None:
+        """Evaluate Prophet's mean up to absolute hour ``top`` (and ``EXTEND_H`` hours more)
+        when the evaluated range ends before it. The chunks follow the hours asked for, in
+        order, exactly as before the hourly fast path (the mean's bits may depend on them)."""
         end = state.yhat_start + len(state.yhat)
-        top = int(hours.max()) if hours.size else end - 1
         if top >= end:
             more = top - end + 1 + EXTEND_H
             state.yhat = np.r_[state.yhat, self._yhat(state.model, end, more)]
+
+    def _yhat_at(self, state: _ProphetState, hours: np.ndarray) -> np.ndarray:
+        """Prophet's mean at absolute hours (any shape), extending the evaluated range if needed."""
+        hours = np.asarray(hours, dtype=np.int64)
+        if hours.size:
+            self._extend(state, int(hours.max()))
         pos = hours - state.yhat_start
         out = np.full(hours.shape, np.nan)
         ok = pos >= 0
         out[ok] = state.yhat[pos[ok]]
+        return out
+
+    def _powers(self, phi: float, horizon: int) -> np.ndarray:
+        """``φ^L`` for L = 1..horizon (the same numpy power every call; kept, not recomputed)."""
+        key = (phi, horizon)
+        out = self._pow_cache.get(key)
+        if out is None:
+            out = phi ** np.arange(1, horizon + 1)
+            self._pow_cache[key] = out
         return out
 
     # ---- update / prediction -------------------------------------------------------------------
@@ -316,12 +333,20 @@ class ProphetForecaster(BaseForecaster):
     def _residual_path(self, state: _ProphetState, data: SeriesData, origin: int,
                        horizon: int) -> np.ndarray:
         """Mean for leads 1..horizon after ``origin``: ŷ + φ^L·r_origin."""
-        target = origin + np.arange(1, horizon + 1)
-        yh = self._yhat_at(state, target)
-        r = float(data.values_at(np.array([origin]))[0] - self._yhat_at(state, np.array([origin]))[0])
+        self._extend(state, origin + horizon)
+        p = origin - state.yhat_start
+        if p < 0:   # before Prophet's window (never in the hourly path): element by element
+            target = origin + np.arange(1, horizon + 1)
+            yh = self._yhat_at(state, target)
+            r = float(data.values_at(np.array([origin]))[0]
+                      - self._yhat_at(state, np.array([origin]))[0])
+        else:
+            yh = state.yhat[p + 1: p + 1 + horizon]
+            i = origin - data.start_hour
+            r = float(data.y[i]) - float(state.yhat[p]) if 0 <= i < len(data.y) else np.nan
         if not np.isfinite(r) or self.residual == "none":
             r = 0.0
-        return yh + state.phi ** np.arange(1, horizon + 1) * r
+        return yh + self._powers(state.phi, horizon) * r
 
     def _forecast(self, key: str, state: _ProphetState, data: SeriesData, horizon: int,
                   n_samples: int = 0) -> SeriesForecast:
@@ -343,12 +368,25 @@ class ProphetForecaster(BaseForecaster):
         if state.model is None:
             assert state.fallback is not None
             return self._fallback._errors(key, state.fallback, data, origins, horizon)
-        target = lead_grid(origins, horizon)
-        r_target = data.values_at(target) - self._yhat_at(state, target)
-        r_origin = data.values_at(origins) - self._yhat_at(state, origins)
+        origins = np.asarray(origins, dtype=np.int64)
+        n = len(origins)
+        if n and int(origins[-1]) - int(origins[0]) == n - 1 and int(origins[0]) >= state.yhat_start:
+            # consecutive origins (every hourly caller): residuals once over the hours spanned,
+            # r_target read off them by a sliding window — the same numbers as per element
+            o0 = int(origins[0])
+            self._extend(state, o0 + n - 1 + horizon)
+            span = n + horizon
+            y = data.values_at(np.arange(o0, o0 + span))
+            r = y - state.yhat[o0 - state.yhat_start: o0 - state.yhat_start + span]
+            r_target = sliding_window_view(r[1:], horizon)
+            r_origin = r[:n]
+        else:
+            target = lead_grid(origins, horizon)
+            r_target = data.values_at(target) - self._yhat_at(state, target)
+            r_origin = data.values_at(origins) - self._yhat_at(state, origins)
         if self.residual == "none":
-            return r_target
-        return r_target - (state.phi ** np.arange(1, horizon + 1))[None, :] * r_origin[:, None]
+            return np.array(r_target)
+        return r_target - self._powers(state.phi, horizon)[None, :] * r_origin[:, None]
 
     def _draw(self, key: str, m: Any, ds: pd.DatetimeIndex,
               n: int) -> tuple[np.ndarray, np.ndarray]:

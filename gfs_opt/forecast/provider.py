@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.errors import GfsError
-from gfs_opt.forecast.aggregate import METHODS, pool_forecasts, pool_of
-from gfs_opt.forecast.base import Forecaster, qcol
+from gfs_opt.forecast.aggregate import METHODS, pool_forecasts, pool_forecasts_arrays, pool_of
+from gfs_opt.forecast.base import BaseForecaster, Forecaster, SeriesData, qcol
 from gfs_opt.forecast.registry import make_forecaster
 from gfs_opt.forecast.series import HOUR_S, HourlyMaxSeries
 from gfs_opt.model import PoolForecast
@@ -63,6 +63,10 @@ class ForecastProvider:
         self._with_history: set[str] | None = None   # pools_with_history until the next observe
         self.refit_log: list[dict[str, float]] = []    # t, seconds, series, pools per refit
         self.update_log: list[dict[str, float]] = []   # t, seconds, hours, series per update
+        # hourly path on arrays for BaseForecaster models (False: through the history and
+        # prediction frames, as for any Forecaster; the tests compare the two)
+        self.fast = True
+        self._origin_h: int | bool | None = None
 
     def observe(self, t: float, usage: Mapping[tuple[str, str], float]) -> None:
         """HP GPUs in use per (pool, org) during the hour containing t (seconds since origin)."""
@@ -99,11 +103,44 @@ class ForecastProvider:
         assert self._seen is not None
         if self._seen >= hour - 1:
             return 0
+        if self.fast and isinstance(self.model, BaseForecaster):
+            added = self._condition_arrays(self.model, hour)
+            if added is not None:
+                return added
         hist = self.series.history(since=(self._seen + 1) * HOUR_S, until=hour * HOUR_S)
         if hist.empty:
             return 0
         self.model.update(hist)
         added = self._hour_index(hist["ds"].max()) - self._seen
+        self._seen += added
+        return added
+
+    def _origin_hour(self) -> int | None:
+        """Absolute hour (since 1970) of hour index 0, as the history frame's ``ds`` gives it;
+        None when the origin is not on a whole hour (the frame path reports that)."""
+        if self._origin_h is None:
+            ds = pd.Series(self.series.origin + pd.to_timedelta(np.zeros(1, np.int64), unit="h"))
+            stamp = ds.to_numpy(dtype="datetime64[ns]")[0]
+            whole = stamp.astype("datetime64[h]")
+            self._origin_h = (int(whole.astype(np.int64))
+                              if not np.isnat(stamp) and whole == stamp else False)
+        return None if self._origin_h is False else self._origin_h
+
+    def _condition_arrays(self, model: BaseForecaster, hour: int) -> int | None:
+        """`_condition` without the history frame: the new hours go to the model as arrays
+        (`BaseForecaster.update_series`), as `split_series` would have cut them from the frame.
+        None: not applicable (origin off the hour, non-finite usage) — the frame path decides."""
+        assert self._seen is not None
+        base = self._origin_hour()
+        if base is None:
+            return None
+        new = self.series.recent(self._seen + 1, hour)
+        if not new:
+            return 0
+        if not all(np.isfinite(y).all() for _, _, y in new):
+            return None
+        model.update_series(SeriesData(name, base + first, y) for name, first, y in new)
+        added = max(first + len(y) - 1 for _, first, y in new) - self._seen
         self._seen += added
         return added
 
@@ -128,6 +165,9 @@ class ForecastProvider:
         assert self._seen is not None
         gap = max(0, hour - (self._seen + 1))
         steps = gap + self.horizon_h
+        if (self.fast and not self.n_samples and isinstance(self.model, BaseForecaster)
+                and self._origin_hour() is not None):
+            return self._predict_arrays(self.model, hour, steps)
         pred = self.model.predict(steps)
         if pred.empty:
             return {}
@@ -153,6 +193,30 @@ class ForecastProvider:
                     samples[key] = draws[:, off:off + self.horizon_h]
         return pool_forecasts(pd.DataFrame(cols), self.series_pool, self.aggregation, self.rho,
                               samples)
+
+    def _predict_arrays(self, model: BaseForecaster, hour: int,
+                        steps: int) -> dict[str, PoolForecast]:
+        """`_predict` without the prediction frame: the same rows (series in key order, h
+        ascending), filtered and summed per pool in the same order."""
+        fcs = model.forecasts(steps)
+        if not fcs:
+            return {}
+        base = self._origin_hour()
+        assert base is not None
+        keys = sorted(fcs)
+        first = base + hour
+        ends = np.array([model.series_[k].end_hour for k in keys], dtype=np.int64)
+        h = (ends[:, None] + np.arange(1, steps + 1)[None, :] - first + 1).ravel()
+        keep = (h >= 1) & (h <= self.horizon_h)
+        series = np.repeat(np.array(keys, dtype=object), steps)[keep]
+        mean = np.concatenate([fcs[k].mean for k in keys])[keep]
+        std = np.concatenate([fcs[k].std for k in keys])[keep]
+        # the frame's q<ρ> column: the last level of that name (assemble writes them in order)
+        level = [lv for lv in model.quantiles if qcol(lv) == qcol(self.rho)]
+        q = (np.concatenate([fcs[k].quantiles[level[-1]] for k in keys])[keep]  # type: ignore[index]
+             if level else None)
+        return pool_forecasts_arrays(series, h[keep], mean, std, q, self.series_pool,
+                                     self.aggregation, self.rho)
 
     def has_history(self, pool: str) -> bool:
         """Whether any tenant of the pool has used HP GPUs so far."""

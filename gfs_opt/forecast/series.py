@@ -117,11 +117,39 @@ class HourlyMaxSeries:
         """(hour index of row 0, values hours × series) including the current, partial hour."""
         if self._base is None or self._hour is None:
             return 0, np.zeros((0, len(self.names)))
+        return self._base, self._between(0, self._hour - self._base + 1)
+
+    def _between(self, lo: int, hi: int) -> np.ndarray:
+        """Rows lo..hi−1 of `matrix` (relative to its row 0), without copying the other rows."""
+        assert self._base is not None and self._hour is not None
+        out = np.zeros((hi - lo, len(self.names)))
+        top = min(hi, self._rows)
+        if top > lo:
+            out[: top - lo, : self._data.shape[1]] = self._data[lo:top, : len(self.names)]
+        last = self._hour - self._base
+        if lo <= last < hi:
+            out[last - lo, : len(self._row)] = self._row
+        return out
+
+    def recent(self, since: int, until: int) -> list[tuple[str, int, np.ndarray]]:
+        """Complete hours ``since..until−1`` (hour indices from the origin) per series, each from
+        its first hour: ``(name, first hour index, values)`` sorted by name, series without such
+        hours left out. The arrays behind ``history(since·3600, until·3600)``, for the hourly
+        update (building and re-splitting that frame cost more than the update itself)."""
+        if self._base is None or self._hour is None:
+            return []
         n = self._hour - self._base + 1
-        out = np.zeros((n, len(self.names)))
-        out[: self._rows, : self._data.shape[1]] = self._data[: self._rows, : len(self.names)]
-        out[n - 1, : len(self._row)] = self._row
-        return self._base, out
+        lo = max(0, since - self._base)
+        hi = max(lo, min(n, until - self._base))
+        if hi == lo:
+            return []
+        block = self._between(lo, hi)
+        out: list[tuple[str, int, np.ndarray]] = []
+        for i in sorted(range(len(self.names)), key=self.names.__getitem__):
+            start = max(lo, self._first[i] - self._base)
+            if start < hi:
+                out.append((self.names[i], self._base + start, block[start - lo:, i].copy()))
+        return out
 
     def peaks(self) -> dict[str, float]:
         """Largest hourly value seen so far per series (cheap: no matrix copy)."""
