@@ -304,7 +304,7 @@ def test_year_grid_features_equal_prophets_per_window() -> None:
 def test_prediction_frame_equals_prophets_setup_dataframe() -> None:
     """The shortcut `_yhat` takes around ``setup_dataframe`` gives the same ``t`` and ``floor``,
     bit for bit, on and off the training window."""
-    from gfs_opt.forecast.prophet_model import _prediction_frame
+    from gfs_opt.forecast.prophet_model import _prediction_frame, _trend
 
     hist, _ = frame(24 * 10, n_series=1, weekly=4.0)
     model = ProphetForecaster(calibration_days=0)
@@ -318,6 +318,7 @@ def test_prediction_frame_equals_prophets_setup_dataframe() -> None:
         for col in ("t", "floor"):
             np.testing.assert_array_equal(ours[col].to_numpy(), theirs[col].to_numpy())
         np.testing.assert_array_equal(m.predict_trend(ours), m.predict_trend(theirs))
+        np.testing.assert_array_equal(_trend(m, ds.to_numpy()), m.predict_trend(theirs))
 
 
 def test_lead_spreads_measure_rms_and_empirical_quantiles() -> None:
