@@ -206,7 +206,9 @@ class ProphetForecaster(BaseForecaster):
 
     def _fit_prophet(self, key: str, start: pd.Timestamp, y: np.ndarray) -> Any:
         m = self._new_model()
-        frame = pd.DataFrame({"ds": pd.date_range(start, periods=len(y), freq="h"), "y": y})
+        stamps = (np.datetime64(start.to_datetime64(), "h") + np.arange(len(y))).astype(
+            "datetime64[ns]")
+        frame = pd.DataFrame({"ds": stamps, "y": y})
         kwargs: dict[str, Any] = {"seed": self.seed}
         init = self.warm_params_.get(key) if self.warm_start else None
         if init is not None:
