@@ -269,6 +269,42 @@ def test_shared_preprocessing_gives_prophets_inputs_bit_for_bit() -> None:
     assert len(shared.preprocessed) == 1                  # one window, reused by series 2 and 3
 
 
+@pytest.mark.parametrize("solver", ["map", "stan"])
+def test_fits_derived_from_a_window_template_equal_full_fits(
+        solver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Series 2.. of a refit are fitted from the first model on the same hours (`refit_like`):
+    parameters, Prophet's mean and forecasts equal those of full ``Prophet.fit`` calls, bit
+    for bit, over a cold and a warm-started refit."""
+    import gfs_opt.forecast.prophet_model as pm
+
+    hist, _ = frame(24 * 10, n_series=4, weekly=4.0)
+    hist["y"] *= np.repeat([1.0, 2.0, 0.5, 3.0], 24 * 10)
+    day1 = hist[hist["ds"] < T0 + pd.Timedelta(days=9)]
+    runs, derived_fits = [], []
+    real = pm.refit_like
+
+    def counted(*args: object, **kw: object) -> object:
+        out = real(*args, **kw)  # type: ignore[arg-type]
+        derived_fits.append(out is not None)
+        return out
+
+    for derive in (True, False):
+        monkeypatch.setattr(pm, "refit_like", counted if derive else lambda *_a, **_k: None)
+        model = ProphetForecaster(solver=solver, calibration_days=0)
+        preds = [model.fit(day1).predict(6), model.fit(hist).predict(6)]
+        runs.append((model, preds))
+    (derived, a), (full, b) = runs
+    assert derived_fits == [True] * 6          # 3 of 4 series per refit, two refits
+    for key, state in full.states_.items():
+        other = derived.states_[key]
+        for name, value in state.model.params.items():
+            np.testing.assert_array_equal(other.model.params[name], value)
+        np.testing.assert_array_equal(other.yhat, state.yhat)
+        assert other.model is not state.model and other.model.y_scale == state.model.y_scale
+    for x, y in zip(a, b, strict=True):
+        pd.testing.assert_frame_equal(x, y)
+
+
 def test_year_grid_features_equal_prophets_per_window() -> None:
     """Windows of contiguous hours take their rows from a whole-year grid: the same features,
     priors, columns and holiday names as Prophet computes for the window, bit for bit — for

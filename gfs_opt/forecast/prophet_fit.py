@@ -189,6 +189,8 @@ class SharedFit:
         self.component_cols: dict[tuple, tuple[pd.DataFrame, dict]] = {}
         # what `Prophet.preprocess` derives from the dates alone, per window (see SharedProphet)
         self.preprocessed: dict[tuple, dict[str, Any]] = {}
+        # the first model fitted on each window of the current refit (see `refit_like`)
+        self.templates: dict[tuple, Any] = {}
         # seasonal and holiday features of whole calendar years (they do not depend on y)
         self.year_grids: dict[tuple, tuple] = {}
 
@@ -202,6 +204,7 @@ class SharedFit:
         self.features.clear()
         self.x_json.clear()
         self.preprocessed.clear()
+        self.templates.clear()
 
 
 @contextlib.contextmanager
@@ -339,6 +342,7 @@ def _prophet_class() -> type:
         y_min: Any
         y_scale: Any
         fit_kwargs: Any
+        window_inputs: Any = None      # Stan inputs of a window whose preprocessing is shared
 
         def __init__(self, shared: SharedFit, **kwargs: Any) -> None:
             self._shared = shared
@@ -442,6 +446,7 @@ def _prophet_class() -> type:
                         "component_modes": copy.deepcopy(self.component_modes),
                         "train_holiday_names": self.train_holiday_names,
                         "X": out.X, "sigmas": list(out.sigmas)}
+                    self.window_inputs = out
                 return out
             from prophet.models import ModelInputData
 
@@ -466,13 +471,14 @@ def _prophet_class() -> type:
             self.train_holiday_names = None if names is None else names.copy()
             self.fit_kwargs = copy.deepcopy(kwargs)
             cols = self.train_component_cols
-            return ModelInputData(
+            self.window_inputs = ModelInputData(
                 T=len(history), S=len(self.changepoints_t), K=kept["X"].shape[1],
                 tau=self.changepoint_prior_scale, trend_indicator=0,
                 y=history["y_scaled"].to_numpy(), t=history["t"].to_numpy(),
                 t_change=self.changepoints_t, X=kept["X"],
                 sigmas=list(kept["sigmas"]), s_a=cols["additive_terms"],
                 s_m=cols["multiplicative_terms"], cap=np.zeros(len(history)))
+            return self.window_inputs
 
         def make_all_seasonality_features(self, df: pd.DataFrame) -> Any:
             if self.extra_regressors or any(p["condition_name"] is not None
@@ -531,6 +537,38 @@ def _prophet_class() -> type:
             return rows, list(priors), cols.copy(), {k: list(v) for k, v in modes.items()}
 
     return SharedProphet
+
+
+def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
+    """``Prophet.fit(df, **kwargs)`` for a series on the same hours as the fitted ``template``
+    (a `fast_prophet` model of the same forecaster), without a new model: the fitted model is
+    a shallow copy of the template with its own history, scale and parameters — everything else
+    a fit sets depends on the dates alone, and nothing after a fit changes it. The Stan inputs
+    and initial values are the ones ``fit`` would build (bit for bit; tests/test_forecast_models.py).
+    None when the template's inputs are not reusable or ``y`` is constant or not finite (then
+    call ``fit``)."""
+    inputs = getattr(template, "window_inputs", None)
+    y = df["y"].to_numpy(dtype=float)
+    if (inputs is None or list(df.columns) != ["ds", "y"] or len(y) != inputs.T
+            or not np.all(np.isfinite(y)) or y.min() == y.max()
+            or not np.array_equal(df["ds"].to_numpy(), template.history["ds"].to_numpy())):
+        return None
+    m = copy.copy(template)
+    y_scale = float(np.abs(y).max())
+    m.y_min, m.y_scale = 0.0, (y_scale if y_scale != 0 else 1.0)
+    base = template.history
+    floor = base["floor"].to_numpy()
+    m.history = pd.DataFrame({"ds": base["ds"].to_numpy(), "y": y, "floor": floor,
+                              "t": base["t"].to_numpy(), "y_scaled": (y - floor) / m.y_scale})
+    m.fit_kwargs = copy.deepcopy(kwargs)
+    m.window_inputs = dataclasses.replace(inputs, y=m.history["y_scaled"].to_numpy())
+    stan_init = dataclasses.asdict(m.calculate_initial_params(inputs.K))
+    m.params = m.stan_backend.fit(stan_init, dataclasses.asdict(m.window_inputs), **kwargs)
+    m.stan_fit = m.stan_backend.stan_fit
+    if len(m.changepoints) == 0:     # as Prophet.fit: fold δ into the base rate
+        m.params["k"] = m.params["k"] + m.params["delta"].reshape(-1)
+        m.params["delta"] = np.zeros(m.params["delta"].shape).reshape((-1, 1))
+    return m
 
 
 def fast_prophet(shared: SharedFit, **kwargs: Any) -> Any:

@@ -58,7 +58,7 @@ from gfs_opt.forecast.base import (
     lead_grid,
 )
 from gfs_opt.forecast.ets import SeasonalETS
-from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, import_prophet
+from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, import_prophet, refit_like
 
 EXTEND_H = 48        # hours of Prophet's mean evaluated past the fitted window at each fit
 PHIS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
@@ -205,7 +205,6 @@ class ProphetForecaster(BaseForecaster):
         return m
 
     def _fit_prophet(self, key: str, start: pd.Timestamp, y: np.ndarray) -> Any:
-        m = self._new_model()
         stamps = (np.datetime64(start.to_datetime64(), "h") + np.arange(len(y))).astype(
             "datetime64[ns]")
         frame = pd.DataFrame({"ds": stamps, "y": y})
@@ -213,8 +212,16 @@ class ProphetForecaster(BaseForecaster):
         init = self.warm_params_.get(key) if self.warm_start else None
         if init is not None:
             kwargs["init"] = init
+        window = (stamps[0], len(stamps)) if self.shared_fit else None
+        template = self._shared.templates.get(window) if window is not None else None
         try:
-            m.fit(frame, **kwargs)
+            # the tenants of a refit share their hours: fit the first, derive the rest from it
+            m = refit_like(template, frame, **kwargs) if template is not None else None
+            if m is None:
+                m = self._new_model()
+                m.fit(frame, **kwargs)
+                if window is not None and getattr(m, "window_inputs", None) is not None:
+                    self._shared.templates[window] = m
         except RuntimeError:
             if init is None:
                 raise
