@@ -343,6 +343,7 @@ def _prophet_class() -> type:
         y_scale: Any
         fit_kwargs: Any
         window_inputs: Any = None      # Stan inputs of a window whose preprocessing is shared
+        window_arrays: Any = None      # (ds, floor, t) of the history, once per template
 
         def __init__(self, shared: SharedFit, **kwargs: Any) -> None:
             self._shared = shared
@@ -550,25 +551,43 @@ def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
     inputs = getattr(template, "window_inputs", None)
     y = df["y"].to_numpy(dtype=float)
     if (inputs is None or list(df.columns) != ["ds", "y"] or len(y) != inputs.T
-            or not np.all(np.isfinite(y)) or y.min() == y.max()
-            or not np.array_equal(df["ds"].to_numpy(), template.history["ds"].to_numpy())):
+            or not np.all(np.isfinite(y)) or y.min() == y.max()):
+        return None
+    ds, floor, t = _window_arrays(template)
+    if not np.array_equal(df["ds"].to_numpy(), ds):
         return None
     m = copy.copy(template)
     y_scale = float(np.abs(y).max())
     m.y_min, m.y_scale = 0.0, (y_scale if y_scale != 0 else 1.0)
-    base = template.history
-    floor = base["floor"].to_numpy()
-    m.history = pd.DataFrame({"ds": base["ds"].to_numpy(), "y": y, "floor": floor,
-                              "t": base["t"].to_numpy(), "y_scaled": (y - floor) / m.y_scale})
+    y_scaled = (y - floor) / m.y_scale
+    m.history = pd.DataFrame({"ds": ds, "y": y, "floor": floor, "t": t, "y_scaled": y_scaled})
     m.fit_kwargs = copy.deepcopy(kwargs)
-    m.window_inputs = dataclasses.replace(inputs, y=m.history["y_scaled"].to_numpy())
-    stan_init = dataclasses.asdict(m.calculate_initial_params(inputs.K))
-    m.params = m.stan_backend.fit(stan_init, dataclasses.asdict(m.window_inputs), **kwargs)
+    m.window_inputs = dataclasses.replace(inputs, y=y_scaled)
+    # Prophet's linear_growth_init on the same numbers (first and last hour), without pandas
+    i0, i1 = int(np.argmin(ds)), int(np.argmax(ds))
+    k = (y_scaled[i1] - y_scaled[i0]) / (t[i1] - t[i0])
+    stan_init = {"k": k, "m": y_scaled[i0] - k * t[i0],
+                 "delta": np.zeros_like(m.changepoints_t), "beta": np.zeros(inputs.K),
+                 "sigma_obs": 1.0}
+    # the backends only read their inputs: no deep copy (Prophet.fit's asdict makes one)
+    data = {f.name: getattr(m.window_inputs, f.name)
+            for f in dataclasses.fields(m.window_inputs)}
+    m.params = m.stan_backend.fit(stan_init, data, **kwargs)
     m.stan_fit = m.stan_backend.stan_fit
     if len(m.changepoints) == 0:     # as Prophet.fit: fold δ into the base rate
         m.params["k"] = m.params["k"] + m.params["delta"].reshape(-1)
         m.params["delta"] = np.zeros(m.params["delta"].shape).reshape((-1, 1))
     return m
+
+
+def _window_arrays(template: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ds, floor, t) of the template's history as arrays, computed once per template."""
+    cached = getattr(template, "window_arrays", None)
+    if cached is None:
+        h = template.history
+        cached = (h["ds"].to_numpy(), h["floor"].to_numpy(), h["t"].to_numpy())
+        template.window_arrays = cached
+    return cached
 
 
 def fast_prophet(shared: SharedFit, **kwargs: Any) -> Any:
