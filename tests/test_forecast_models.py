@@ -305,6 +305,58 @@ def test_fits_derived_from_a_window_template_equal_full_fits(
         pd.testing.assert_frame_equal(x, y)
 
 
+@pytest.mark.parametrize("solver", ["map", "stan"])
+def test_fits_derived_across_windows_equal_full_fits(solver: str) -> None:
+    """A model derived from a fit on other hours (`refit_like` → `_window_inputs`) equals a full
+    ``Prophet.fit`` bit for bit: other starts and lengths (short windows have fewer
+    changepoints), a holiday (Oct 1) and a new year inside the window, with and without a warm
+    start."""
+    from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, refit_like
+
+    shared = SharedFit(solver)
+
+    def model() -> object:
+        m = fast_prophet(shared, daily_seasonality=True, weekly_seasonality=True,
+                         yearly_seasonality=False, uncertainty_samples=0)
+        m.add_country_holidays("CN")
+        return m
+
+    rng = np.random.default_rng(3)
+
+    def frame_at(start: str, n: int) -> pd.DataFrame:
+        h = np.arange(n)
+        y = 40 + 15 * np.sin(2 * np.pi * h / 24) + rng.normal(0, 3, n) + 0.02 * h
+        return pd.DataFrame({"ds": pd.date_range(start, periods=n, freq="h").to_numpy(),
+                             "y": y})
+
+    template = model()
+    template.fit(frame_at("2024-09-01", 24 * 28), seed=0)
+    init = {"k": 0.1, "m": 0.3, "sigma_obs": 0.05, "delta": np.zeros(25),
+            "beta": np.zeros(template.window_inputs.K)}
+    for start, n in (("2024-09-05 07:00", 24 * 28), ("2024-09-20", 24 * 14 + 5),
+                     ("2024-09-28", 60), ("2024-12-20", 24 * 21), ("2024-09-01", 24 * 28)):
+        df = frame_at(start, n)
+        for kw in ({"seed": 0}, {"seed": 0, "init": init}):
+            full = model()
+            try:
+                full.fit(df.copy(), **kw)
+            except (ValueError, RuntimeError):   # a warm start of the wrong shape
+                continue
+            derived = refit_like(template, df, **kw)
+            assert derived is not None
+            for name, value in full.params.items():
+                np.testing.assert_array_equal(derived.params[name], value)
+            pd.testing.assert_frame_equal(derived.history, full.history)
+            np.testing.assert_array_equal(derived.changepoints_t, full.changepoints_t)
+            assert derived.n_changepoints == full.n_changepoints
+            assert (derived.start, derived.t_scale) == (full.start, full.t_scale)
+            pd.testing.assert_series_equal(derived.train_holiday_names,
+                                           full.train_holiday_names)
+            later = pd.DataFrame({"ds": pd.date_range(df["ds"].iloc[-1], periods=30, freq="h")})
+            np.testing.assert_array_equal(derived.predict(later)["yhat"].to_numpy(),
+                                          full.predict(later)["yhat"].to_numpy())
+
+
 def test_year_grid_features_equal_prophets_per_window() -> None:
     """Windows of contiguous hours take their rows from a whole-year grid: the same features,
     priors, columns and holiday names as Prophet computes for the window, bit for bit — for

@@ -344,10 +344,13 @@ def _prophet_class() -> type:
         fit_kwargs: Any
         window_inputs: Any = None      # Stan inputs of a window whose preprocessing is shared
         window_arrays: Any = None      # (ds, floor, t) of the history, once per template
+        configured_n_changepoints: Any
 
         def __init__(self, shared: SharedFit, **kwargs: Any) -> None:
             self._shared = shared
             super().__init__(**kwargs)
+            # set_changepoints lowers n_changepoints for a short window: keep the setting
+            self.configured_n_changepoints = self.n_changepoints
 
         def _load_stan_backend(self, stan_backend: str | None) -> None:
             self.stan_backend = self._shared.backend()
@@ -541,22 +544,28 @@ def _prophet_class() -> type:
 
 
 def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
-    """``Prophet.fit(df, **kwargs)`` for a series on the same hours as the fitted ``template``
-    (a `fast_prophet` model of the same forecaster), without a new model: the fitted model is
-    a shallow copy of the template with its own history, scale and parameters — everything else
-    a fit sets depends on the dates alone, and nothing after a fit changes it. The Stan inputs
-    and initial values are the ones ``fit`` would build (bit for bit; tests/test_forecast_models.py).
-    None when the template's inputs are not reusable or ``y`` is constant or not finite (then
-    call ``fit``)."""
+    """``Prophet.fit(df, **kwargs)`` from a fitted ``template`` of the same forecaster (a
+    `fast_prophet` model), without a new model or Prophet's preprocessing: the fitted model is a
+    shallow copy of the template with its own history, scale and parameters and, when ``df``
+    covers other hours than the template, its own time scale, changepoints and features
+    (`_window_inputs`). Nothing a fit sets is changed afterwards, so the copies may share the
+    rest. The Stan inputs and initial values are the ones ``fit`` would build, bit for bit
+    (tests/test_forecast_models.py). None where this does not apply (then call ``fit``)."""
     inputs = getattr(template, "window_inputs", None)
     y = df["y"].to_numpy(dtype=float)
-    if (inputs is None or list(df.columns) != ["ds", "y"] or len(y) != inputs.T
+    if (inputs is None or list(df.columns) != ["ds", "y"] or len(y) < 2
             or not np.all(np.isfinite(y)) or y.min() == y.max()):
         return None
-    ds, floor, t = _window_arrays(template)
-    if not np.array_equal(df["ds"].to_numpy(), ds):
-        return None
     m = copy.copy(template)
+    ds = df["ds"].to_numpy()
+    arrays = _window_arrays(template)
+    if len(ds) != inputs.T or not np.array_equal(ds, arrays[0]):
+        derived = _window_inputs(m, ds)
+        if derived is None:
+            return None
+        inputs, arrays = derived
+        m.window_arrays = arrays
+    ds, floor, t = arrays
     y_scale = float(np.abs(y).max())
     m.y_min, m.y_scale = 0.0, (y_scale if y_scale != 0 else 1.0)
     y_scaled = (y - floor) / m.y_scale
@@ -578,6 +587,49 @@ def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
         m.params["k"] = m.params["k"] + m.params["delta"].reshape(-1)
         m.params["delta"] = np.zeros(m.params["delta"].shape).reshape((-1, 1))
     return m
+
+
+def _window_inputs(m: Any, ds: np.ndarray) -> tuple[Any, tuple] | None:
+    """What ``Prophet.preprocess`` derives from the dates, for the copy ``m`` of a model fitted
+    on other hours: time scale, changepoints (Prophet's grid over the first
+    ``changepoint_range`` of the history), features and component columns. Only where the
+    seasonalities do not depend on the window (all set explicitly, none 'auto') and the dates
+    are plain sorted timestamps; (inputs with y unset, (ds, floor, t)) or None."""
+    if (m.growth != "linear" or m.scaling != "absmax" or m.extra_regressors
+            or m.changepoints_t is None or "configured_n_changepoints" not in vars(m)
+            or any(isinstance(a, str) for a in (m.yearly_seasonality, m.weekly_seasonality,
+                                                m.daily_seasonality))
+            or any(p["condition_name"] is not None for p in m.seasonalities.values())
+            or not (isinstance(ds.dtype, np.dtype) and np.issubdtype(ds.dtype, np.datetime64))
+            or not np.all(ds[1:] > ds[:-1])):
+        return None
+    from prophet.models import ModelInputData
+
+    start = pd.Timestamp(ds[0])
+    m.start, m.t_scale = start, pd.Timestamp(ds[-1]) - start
+    t = (ds - np.datetime64(m.start)) / np.timedelta64(m.t_scale)
+    floor = np.zeros(len(ds))
+    m.history_dates = pd.Series(ds, name="ds")
+    frame = pd.DataFrame({"ds": ds, "floor": floor, "t": t})
+    hist_size = int(np.floor(len(ds) * m.changepoint_range))
+    m.n_changepoints = min(m.configured_n_changepoints, hist_size - 1)
+    if m.n_changepoints > 0:
+        idx = np.linspace(0, hist_size - 1, m.n_changepoints + 1).round().astype(int)[1:]
+        m.changepoints = pd.Series(ds[idx], index=idx, name="ds")
+        m.changepoints_t = np.sort((ds[idx] - np.datetime64(m.start)) / np.timedelta64(m.t_scale))
+    else:
+        m.changepoints = pd.Series(pd.to_datetime([]), name="ds")
+        m.changepoints_t = np.array([0])
+    if m.country_holidays is not None or m.holidays is not None:
+        m.train_holiday_names = None          # the holidays of this window's years
+    features, priors, cols, modes = m.make_all_seasonality_features(frame)
+    m.train_component_cols, m.component_modes = cols, modes
+    inputs = ModelInputData(
+        T=len(ds), S=len(m.changepoints_t), K=features.shape[1], tau=m.changepoint_prior_scale,
+        trend_indicator=0, y=np.zeros(len(ds)), t=t, t_change=m.changepoints_t,
+        X=features.to_numpy(dtype=float), sigmas=list(priors), s_a=cols["additive_terms"],
+        s_m=cols["multiplicative_terms"], cap=np.zeros(len(ds)))
+    return inputs, (ds, floor, t)
 
 
 def _window_arrays(template: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

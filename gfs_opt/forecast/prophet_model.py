@@ -213,15 +213,18 @@ class ProphetForecaster(BaseForecaster):
         if init is not None:
             kwargs["init"] = init
         window = (stamps[0], len(stamps)) if self.shared_fit else None
-        template = self._shared.templates.get(window) if window is not None else None
+        templates = self._shared.templates
+        # a model of this window, else of any window: the rest is derived from it
+        template = (templates.get(window, next(iter(templates.values()), None))
+                    if window is not None else None)
         try:
-            # the tenants of a refit share their hours: fit the first, derive the rest from it
             m = refit_like(template, frame, **kwargs) if template is not None else None
             if m is None:
                 m = self._new_model()
                 m.fit(frame, **kwargs)
-                if window is not None and getattr(m, "window_inputs", None) is not None:
-                    self._shared.templates[window] = m
+            if (window is not None and window not in templates
+                    and getattr(m, "window_inputs", None) is not None):
+                templates[window] = m
         except RuntimeError:
             if init is None:
                 raise
