@@ -187,8 +187,6 @@ class SharedFit:
         # `small` GFS run was these two pandas-heavy calls):
         self.holiday_frames: dict[tuple, pd.DataFrame] = {}
         self.component_cols: dict[tuple, tuple[pd.DataFrame, dict]] = {}
-        # what `Prophet.preprocess` derives from the dates alone, per window (see SharedProphet)
-        self.preprocessed: dict[tuple, dict[str, Any]] = {}
         # the first model fitted on each window of the current refit (see `refit_like`)
         self.templates: dict[tuple, Any] = {}
         # seasonal and holiday features of whole calendar years (they do not depend on y)
@@ -203,7 +201,6 @@ class SharedFit:
         """Forget the feature matrices (a new refit uses new hours)."""
         self.features.clear()
         self.x_json.clear()
-        self.preprocessed.clear()
         self.templates.clear()
 
 
@@ -395,94 +392,32 @@ def _prophet_class() -> type:
             modes.update(copy.deepcopy(out))
             return cols.copy(), modes
 
-        def _window_key(self, df: pd.DataFrame) -> tuple | None:
-            """Key of what preprocessing derives from the dates alone, or None where it also
-            depends on more than ``y`` (other growth or scaling, regressors, conditions, given
-            changepoints) or the frame is not plain sorted, finite, timezone-free hours."""
+        def _shareable(self, df: pd.DataFrame) -> bool:
+            """Whether what preprocessing derives from ``df`` depends on its dates alone (plain
+            sorted, finite, timezone-free hours; linear growth, absmax scaling, no regressors,
+            conditions or given changepoints): then `refit_like` can derive other series."""
             if (list(df.columns) != ["ds", "y"] or self.growth != "linear"
                     or self.scaling != "absmax" or self.extra_regressors or self.changepoints
                     is not None or any(p["condition_name"] is not None
                                        for p in self.seasonalities.values())):
-                return None
+                return False
             ds, y = df["ds"], df["y"]
             if not (isinstance(ds.dtype, np.dtype) and np.issubdtype(ds.dtype, np.datetime64)
                     and y.dtype == np.float64):
-                return None
+                return False
             stamps = ds.to_numpy()
-            values = y.to_numpy()
-            if not (np.all(np.isfinite(values)) and np.all(stamps[1:] > stamps[:-1])):
-                return None
-            config = (self.n_changepoints, self.changepoint_range, self.changepoint_prior_scale,
-                      self.yearly_seasonality, self.weekly_seasonality, self.daily_seasonality,
-                      self.seasonality_mode, self.seasonality_prior_scale, self.holidays_mode,
-                      self.holidays_prior_scale, self.country_holidays, id(self.holidays),
-                      repr(sorted((k, sorted(v.items())) for k, v in self.seasonalities.items())))
-            step = stamps[1:] - stamps[:-1]
-            if len(stamps) > 1 and np.all(step == step[0]):   # evenly spaced: ends say it all
-                dates: Any = (stamps[0], step[0])
-            else:
-                dates = hashlib.blake2b(np.ascontiguousarray(stamps).tobytes(),
-                                        digest_size=16).digest()
-            return (dates, str(stamps.dtype), len(stamps), repr(config))
+            return bool(np.all(np.isfinite(y.to_numpy())) and np.all(stamps[1:] > stamps[:-1]))
 
         def preprocess(self, df: pd.DataFrame, **kwargs: Any) -> Any:
-            # Every tenant series of a refit covers the same hours: dates, changepoints, auto
-            # seasonalities and features are the same for all of them, only y and its scale
-            # differ. Prophet's steps for one window are kept and reused; y is scaled as Prophet
-            # scales it (absmax, the same float operations), so the inputs are bit-identical
-            # (tests/test_forecast_models.py).
-            key = self._window_key(df)
-            kept = None if key is None else self._shared.preprocessed.get(key)
-            if kept is None:
-                out = super().preprocess(df, **kwargs)
-                if key is not None:
-                    # arrays, not frames: Prophet.fit deep-copies the inputs (dataclasses.asdict),
-                    # ≈ 2 ms per fit for a DataFrame; Stan and the MAP read the same numbers
-                    out = dataclasses.replace(out, X=out.X.to_numpy(dtype=float),
-                                              y=out.y.to_numpy(), t=out.t.to_numpy())
-                    self._shared.preprocessed[key] = {
-                        "history": self.history.copy(), "history_dates": self.history_dates,
-                        "start": self.start, "t_scale": self.t_scale,
-                        "seasonalities": copy.deepcopy(self.seasonalities),
-                        "n_changepoints": self.n_changepoints, "changepoints": self.changepoints,
-                        "changepoints_t": self.changepoints_t,
-                        "train_component_cols": self.train_component_cols,
-                        "component_modes": copy.deepcopy(self.component_modes),
-                        "train_holiday_names": self.train_holiday_names,
-                        "X": out.X, "sigmas": list(out.sigmas)}
-                    self.window_inputs = out
-                return out
-            from prophet.models import ModelInputData
-
-            y = df["y"].to_numpy()
-            y_scale = float(np.abs(y).max())
-            self.y_min, self.y_scale = 0.0, (y_scale if y_scale != 0 else 1.0)
-            base = kept["history"]
-            floor = base["floor"].to_numpy()
-            # one frame from arrays, in Prophet's column order; y_scaled by the same float ops
-            history = pd.DataFrame({"ds": base["ds"].to_numpy(), "y": y, "floor": floor,
-                                    "t": base["t"].to_numpy(), "y_scaled": (y - floor) / self.y_scale})
-            self.history = history
-            self.history_dates = kept["history_dates"].copy()
-            self.start, self.t_scale = kept["start"], kept["t_scale"]
-            self.seasonalities = copy.deepcopy(kept["seasonalities"])
-            self.n_changepoints = kept["n_changepoints"]
-            self.changepoints = kept["changepoints"].copy()
-            self.changepoints_t = kept["changepoints_t"].copy()
-            self.train_component_cols = kept["train_component_cols"].copy()
-            self.component_modes = copy.deepcopy(kept["component_modes"])
-            names = kept["train_holiday_names"]
-            self.train_holiday_names = None if names is None else names.copy()
-            self.fit_kwargs = copy.deepcopy(kwargs)
-            cols = self.train_component_cols
-            self.window_inputs = ModelInputData(
-                T=len(history), S=len(self.changepoints_t), K=kept["X"].shape[1],
-                tau=self.changepoint_prior_scale, trend_indicator=0,
-                y=history["y_scaled"].to_numpy(), t=history["t"].to_numpy(),
-                t_change=self.changepoints_t, X=kept["X"],
-                sigmas=list(kept["sigmas"]), s_a=cols["additive_terms"],
-                s_m=cols["multiplicative_terms"], cap=np.zeros(len(history)))
-            return self.window_inputs
+            shareable = self._shareable(df)      # before Prophet sets the changepoints
+            out = super().preprocess(df, **kwargs)
+            if shareable:
+                # arrays, not frames: Prophet.fit deep-copies the inputs (dataclasses.asdict),
+                # ≈ 2 ms per fit for a DataFrame; Stan and the MAP read the same numbers
+                out = dataclasses.replace(out, X=out.X.to_numpy(dtype=float),
+                                          y=out.y.to_numpy(), t=out.t.to_numpy())
+                self.window_inputs = out
+            return out
 
         def make_all_seasonality_features(self, df: pd.DataFrame) -> Any:
             if self.extra_regressors or any(p["condition_name"] is not None
@@ -564,7 +499,7 @@ def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
         if derived is None:
             return None
         inputs, arrays = derived
-        m.window_arrays = arrays
+    m.window_arrays = arrays
     ds, floor, t = arrays
     y_scale = float(np.abs(y).max())
     m.y_min, m.y_scale = 0.0, (y_scale if y_scale != 0 else 1.0)
@@ -572,12 +507,7 @@ def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
     m.history = pd.DataFrame({"ds": ds, "y": y, "floor": floor, "t": t, "y_scaled": y_scaled})
     m.fit_kwargs = copy.deepcopy(kwargs)
     m.window_inputs = dataclasses.replace(inputs, y=y_scaled)
-    # Prophet's linear_growth_init on the same numbers (first and last hour), without pandas
-    i0, i1 = int(np.argmin(ds)), int(np.argmax(ds))
-    k = (y_scaled[i1] - y_scaled[i0]) / (t[i1] - t[i0])
-    stan_init = {"k": k, "m": y_scaled[i0] - k * t[i0],
-                 "delta": np.zeros_like(m.changepoints_t), "beta": np.zeros(inputs.K),
-                 "sigma_obs": 1.0}
+    stan_init = initial_values(m)
     # the backends only read their inputs: no deep copy (Prophet.fit's asdict makes one)
     data = {f.name: getattr(m.window_inputs, f.name)
             for f in dataclasses.fields(m.window_inputs)}
@@ -587,6 +517,17 @@ def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
         m.params["k"] = m.params["k"] + m.params["delta"].reshape(-1)
         m.params["delta"] = np.zeros(m.params["delta"].shape).reshape((-1, 1))
     return m
+
+
+def initial_values(m: Any) -> dict[str, Any]:
+    """``asdict(m.calculate_initial_params(K))`` for a model from `refit_like`: Prophet's
+    linear_growth_init on the same numbers (first and last hour), without pandas."""
+    ds, _, t = m.window_arrays
+    y_scaled = m.window_inputs.y
+    i0, i1 = int(np.argmin(ds)), int(np.argmax(ds))
+    k = (y_scaled[i1] - y_scaled[i0]) / (t[i1] - t[i0])
+    return {"k": k, "m": y_scaled[i0] - k * t[i0], "delta": np.zeros_like(m.changepoints_t),
+            "beta": np.zeros(m.window_inputs.K), "sigma_obs": 1.0}
 
 
 def _window_inputs(m: Any, ds: np.ndarray) -> tuple[Any, tuple] | None:
