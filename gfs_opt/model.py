@@ -305,6 +305,12 @@ class ClusterState:
         """Stop recording; keep the changes."""
         self._journal = None
 
+    def recorded(self) -> tuple[list[int], list[int]]:
+        """Ids of the jobs allocated and released since recording began, in order."""
+        journal = self._journal or []
+        return ([jid for op, jid, _a in journal if op == "alloc"],
+                [jid for op, jid, _a in journal if op == "release"])
+
     # ---- queries ------------------------------------------------------------------------------
     def gpus_of(self, job_id: int) -> list[int]:
         _c, _g, placement = self.alloc[job_id]

@@ -68,6 +68,7 @@ class AuditedSimulator(Simulator):
         self._seq = 0
         self.quota_breaches: list[QuotaBreach] = []
         self.quota_checks = 0
+        self.lp_held: dict[str, int] = {}   # LP milli-GPUs running per pool, by the log
         # quotas as the policy set them; None = no quota machinery (checked by the wrapper)
         self.external_quota = None
 
@@ -75,7 +76,7 @@ class AuditedSimulator(Simulator):
         self._seq += 1
         return self._seq
 
-    def _start(self, r: JobRun, t: float, placement: Placement) -> None:
+    def _start(self, r: JobRun, t: float, placement: Placement, planned: bool = False) -> None:
         job = r.job
         if not job.is_hp:
             quotas = self.quotas if self.quotas else (
@@ -88,13 +89,15 @@ class AuditedSimulator(Simulator):
                 q = quotas.get((job.pool, job.guarantee_h))
                 if q is None and same_pool:
                     q = longer[0] if longer else min(qq for _d, qq in same_pool)
-                p = self.state.pool_index[job.pool]
-                lp_before = int(self.state.pool_lp[p])
+                # the audit's own count: the engine may hold the pass's planned starts already
+                lp_before = self.lp_held.get(job.pool, 0)
                 self.quota_checks += 1
                 if q is None or lp_before + job.demand > q:
                     self.quota_breaches.append(QuotaBreach(t, job.id, job.pool, lp_before,
                                                            job.demand, -1 if q is None else q))
-        super()._start(r, t, placement)
+        super()._start(r, t, placement, planned)
+        if not job.is_hp:
+            self.lp_held[job.pool] = self.lp_held.get(job.pool, 0) + job.demand
         run = RunLog(job, t, placement, self._next())
         self.log.append(run)
         self.open[job.id] = run
@@ -103,12 +106,14 @@ class AuditedSimulator(Simulator):
         self._how = "complete"
         super()._complete(r, t)
 
-    def _evict(self, r: JobRun, t: float, voluntary: bool) -> None:
+    def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False) -> None:
         self._how = "requeue" if voluntary else "evict"
-        super()._evict(r, t, voluntary)
+        super()._evict(r, t, voluntary, planned)
 
-    def _release(self, r: JobRun, t: float) -> Placement:
-        placement = super()._release(r, t)
+    def _release(self, r: JobRun, t: float, planned: bool = False) -> Placement:
+        placement = super()._release(r, t, planned)
+        if not r.job.is_hp:
+            self.lp_held[r.job.pool] -= r.job.demand
         run = self.open.pop(r.job.id)
         run.end, run.how, run.seq_end = t, self._how or "?", self._next()
         self._how = None

@@ -116,11 +116,15 @@ class BestFit:
         self.name = "best fit + E(n)" if history else "best fit"
         self._evictions = EvictionHistory()
         self._plain = Placer(None, use_history=False)
+        self._scored = self._plain
 
     def placer(self, rnd: Round) -> Placer:
         if not self.history:
             return self._plain
-        return Placer(self._evictions.scores(rnd), use_history=True)
+        scores = self._evictions.scores(rnd)
+        if self._scored.e_score is not scores:   # new counts come every 300 s, passes far more often
+            self._scored = Placer(scores, use_history=True)
+        return self._scored
 
 
 def describe_order(order: QueueOrder) -> str:

@@ -141,6 +141,7 @@ class Simulator:
             ("released", "released"), ("hp_released", "hp_released"))}
         self.events = 0
         self.passes = 0
+        self.kept_plans = 0   # passes whose planned changes were kept (`_is_plan`)
         self.finished = 0               # jobs completed (for the job-conservation invariant)
         self.idle_refreshes = 0
         #: declared observers (e.g. to dump contested rounds, to trace the quota)
@@ -166,10 +167,11 @@ class Simulator:
             self.lp_enqueued[r.job.pool].append((t, r.job.id))
         self.dirty.add(r.job.pool)
 
-    def _start(self, r: JobRun, t: float, placement: Placement) -> None:
+    def _start(self, r: JobRun, t: float, placement: Placement, planned: bool = False) -> None:
         job = r.job
         (self.hp_q if job.is_hp else self.lp_q).remove(job.id)
-        self.state.allocate(job, placement)
+        if not planned:
+            self.state.allocate(job, placement)
         self.queued_since.pop(job.id, None)
         r.status = "running"
         r.queue_time += t - r.queued_since
@@ -194,9 +196,9 @@ class Simulator:
         if end < done:
             self._push(end, _WINDOW, r.job.id, r.run_id)
 
-    def _release(self, r: JobRun, t: float) -> Placement:
+    def _release(self, r: JobRun, t: float, planned: bool = False) -> Placement:
         job = r.job
-        placement = self.state.release(job)
+        placement = self.running[job.id].placement if planned else self.state.release(job)
         del self.running[job.id]
         r.held_gpu_s += job.demand / MILLI * (t - r.run_start)
         self.released[job.pool] += 1
@@ -243,7 +245,7 @@ class Simulator:
         self.running[r.job.id] = replace(rj, last_ckpt=t, window_start=t)
         self._push_window(r)
 
-    def _evict(self, r: JobRun, t: float, voluntary: bool) -> None:
+    def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False) -> None:
         job = r.job
         if job.is_hp:
             raise InvalidDecision(f"policy tried to evict HP job {job.id}")
@@ -261,7 +263,7 @@ class Simulator:
             r.evictions += 1
         if in_window or not voluntary:
             self._window_outcome(r, t, False)
-        placement = self._release(r, t)
+        placement = self._release(r, t, planned)
         self.node_evictions.append((t, tuple({n for n, _g in placement})))
         r.run_id += 1
         self._enqueue(r, t)
@@ -319,18 +321,39 @@ class Simulator:
         if self.on_round is not None and self.on_round(rnd):
             self.stop_requested = True
         self.state.begin()
+        planned = False
         try:
             decision = self.policy.decide(rnd)
+            planned = self._is_plan(decision)
         finally:
-            self.state.rollback()
+            if not planned:
+                self.state.rollback()
             self.state.commit()
         self.passes += 1
+        self.kept_plans += planned
         if self.on_decision is not None:
             self.on_decision(rnd, decision)
-        self._apply(decision, t)
+        self._apply(decision, t, planned)
         self.dirty.clear()
 
-    def _apply(self, d: Decision, t: float) -> None:
+    def _is_plan(self, d: Decision) -> bool:
+        """Whether the state already holds exactly ``d``'s changes (the policy planned them on
+        the live state through `ClusterState.allocate`/`release`, which validated each one).
+        Then the engine keeps them instead of undoing and redoing them; any other decision is
+        rolled back and applied from scratch."""
+        allocated, released = self.state.recorded()
+        if len(allocated) != len(d.placements) or set(allocated) != d.placements.keys():
+            return False
+        if sorted(released) != sorted([*d.victims, *d.requeue]):
+            return False
+        alloc = self.state.alloc
+        for jid, pl in d.placements.items():
+            entry = alloc.get(jid)
+            if entry is None or entry[2] != tuple((int(n), tuple(int(x) for x in g)) for n, g in pl):
+                return False
+        return True
+
+    def _apply(self, d: Decision, t: float, planned: bool = False) -> None:
         if d.forecasts is not None:
             self.forecasts.clear()
             self.forecasts.update(d.forecasts)
@@ -350,18 +373,18 @@ class Simulator:
             r = self.runs.get(jid)
             if r is None or r.status != "running":
                 raise InvalidDecision(f"victim {jid} is not running")
-            self._evict(r, t, voluntary=False)
+            self._evict(r, t, voluntary=False, planned=planned)
         for jid in d.requeue:
             r = self.runs.get(jid)
             if r is None or r.status != "running":
                 raise InvalidDecision(f"re-queued job {jid} is not running")
-            self._evict(r, t, voluntary=True)
+            self._evict(r, t, voluntary=True, planned=planned)
         for jid, placement in d.placements.items():
             r = self.runs.get(jid)
             if r is None or r.status != "pending":
                 raise InvalidDecision(f"placed job {jid} is not pending")
             try:
-                self._start(r, t, placement)
+                self._start(r, t, placement, planned)
             except AllocationError as exc:
                 raise InvalidDecision(f"invalid placement: {exc}") from None
         if self.cfg.check_invariants:
