@@ -427,7 +427,7 @@ class BaseForecaster:
             return current.copy()
         covered = np.zeros(len(current), dtype=bool)
         covered[origins[i0:i1] - lo] = True
-        return np.vstack([current[~covered], rows])
+        return np.concatenate((current[~covered], rows))
 
     def _stored_rows(self, key: str, stored: tuple[np.ndarray, np.ndarray], lo: int, end: int,
                      horizon: int) -> tuple[np.ndarray, int, int, np.ndarray]:

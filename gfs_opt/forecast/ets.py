@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.signal import lfilter
 
 from gfs_opt.forecast.base import BaseForecaster, SeriesData, SeriesForecast, lead_grid
 
@@ -36,6 +35,9 @@ class _EtsState:
 
 def _smooth(x: np.ndarray, alpha: float, level0: float | None = None) -> np.ndarray:
     """level_t = α·x_t + (1−α)·level_{t−1}, starting from ``level0`` (default: level_0 = x_0)."""
+    # scipy.signal costs ≈ 1.2 s of CPU to import (it pulls in scipy.stats); only fits need it
+    from scipy.signal import lfilter
+
     prev = x[0] if level0 is None else level0
     zi = np.array([(1.0 - alpha) * prev])
     level, _ = lfilter([alpha], [1.0, alpha - 1.0], x, zi=zi)

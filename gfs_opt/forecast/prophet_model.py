@@ -47,7 +47,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from numpy.lib.stride_tricks import sliding_window_view
 
 from gfs_opt.errors import GfsError
 from gfs_opt.forecast.base import (
@@ -406,7 +405,7 @@ class ProphetForecaster(BaseForecaster):
             span = n + horizon
             y = data.values_at(np.arange(o0, o0 + span))
             r = y - state.yhat[o0 - state.yhat_start: o0 - state.yhat_start + span]
-            r_target = sliding_window_view(r[1:], horizon)
+            r_target = r[np.arange(1, n + 1)[:, None] + np.arange(horizon)]
             r_origin = r[:n]
         else:
             target = lead_grid(origins, horizon)
