@@ -107,7 +107,9 @@ def mutated_json(draw: st.DrawFn, doc: Any) -> bytes:
             if isinstance(parent[key], int | float) and not isinstance(parent[key], bool):
                 parent[key] = draw(st.sampled_from(ODD_NUMBERS))
         elif op == "replace":
-            parent[key] = draw(st.sampled_from(WEIRD_VALUES))
+            # a copy: a later edit inside a shared [1] or {"a": 1} would change WEIRD_VALUES for
+            # every later example (hypothesis then reports inconsistent data generation)
+            parent[key] = copy.deepcopy(draw(st.sampled_from(WEIRD_VALUES)))
         elif op == "delete":
             del parent[key]
         elif op == "duplicate" and isinstance(parent, list):
