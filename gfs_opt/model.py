@@ -307,7 +307,9 @@ class ClusterState:
 
     def recorded(self) -> tuple[list[int], list[int]]:
         """Ids of the jobs allocated and released since recording began, in order."""
-        journal = self._journal or []
+        journal = self._journal
+        if not journal:
+            return [], []
         return ([jid for op, jid, _a in journal if op == "alloc"],
                 [jid for op, jid, _a in journal if op == "release"])
 

@@ -121,7 +121,11 @@ class Simulator:
         self.pool_status = {p: PoolStatus() for p in self.state.pools}
         self.recent: dict[str, deque[tuple[float, bool]]] = {p: deque() for p in self.state.pools}
         self.lp_enqueued: dict[str, deque[tuple[float, int]]] = {p: deque() for p in self.state.pools}
-        self.node_evictions: deque[tuple[float, tuple[int, ...]]] = deque()
+        self.node_evictions: deque[tuple[float, tuple[int, ...]]] = deque()   # the last day's
+        self._evictions_1h: deque[tuple[float, tuple[int, ...]]] = deque()    # the last hour's
+        # their per-node counts, kept in step with the two windows (copied out at a refresh)
+        self._c1h = np.zeros(self.state.n_nodes, dtype=np.int32)
+        self._c1d = np.zeros(self.state.n_nodes, dtype=np.int32)
         self.quotas: dict[tuple[str, float], int] = {}
         self.hp_usage: dict[tuple[str, str], int] = {}
         self.hour_max: dict[tuple[str, str], int] = {}
@@ -264,7 +268,12 @@ class Simulator:
         if in_window or not voluntary:
             self._window_outcome(r, t, False)
         placement = self._release(r, t, planned)
-        self.node_evictions.append((t, tuple({n for n, _g in placement})))
+        nodes = tuple({n for n, _g in placement})
+        self.node_evictions.append((t, nodes))
+        self._evictions_1h.append((t, nodes))
+        for n in nodes:
+            self._c1h[n] += 1
+            self._c1d[n] += 1
         r.run_id += 1
         self._enqueue(r, t)
 
@@ -279,16 +288,13 @@ class Simulator:
             self.pool_status[pool] = replace(self.pool_status[pool], recent_succeeded=ok,
                                              recent_failed=len(dq) - ok,
                                              oldest_lp_wait=self._oldest_lp_wait(pool, t))
-        while self.node_evictions and self.node_evictions[0][0] < t - DAY:
-            self.node_evictions.popleft()
-        c1h = np.zeros(self.state.n_nodes, dtype=np.int32)
-        c1d = np.zeros(self.state.n_nodes, dtype=np.int32)
-        for te, nodes in self.node_evictions:
-            for n in nodes:
-                c1d[n] += 1
-                if te >= t - HOUR:
-                    c1h[n] += 1
-        self.node_evictions_1h, self.node_evictions_1d = c1h, c1d
+        for window, counts, span in ((self.node_evictions, self._c1d, DAY),
+                                     (self._evictions_1h, self._c1h, HOUR)):
+            while window and window[0][0] < t - span:
+                for n in window.popleft()[1]:
+                    counts[n] -= 1
+        # fresh arrays: policies recompute E(n) when the arrays they are handed change
+        self.node_evictions_1h, self.node_evictions_1d = self._c1h.copy(), self._c1d.copy()
 
     def _oldest_lp_wait(self, pool: str, t: float) -> float:
         """Wait of the pool's longest-waiting LP job since its last (re)queue.
@@ -342,6 +348,8 @@ class Simulator:
         Then the engine keeps them instead of undoing and redoing them; any other decision is
         rolled back and applied from scratch."""
         allocated, released = self.state.recorded()
+        if not allocated and not released:   # most passes change nothing
+            return not (d.placements or d.victims or d.requeue)
         if len(allocated) != len(d.placements) or set(allocated) != d.placements.keys():
             return False
         if sorted(released) != sorted([*d.victims, *d.requeue]):
