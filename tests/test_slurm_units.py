@@ -3,6 +3,7 @@ payload, outcome bookkeeping, plans, the simulator models and the CLI's error pa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -646,3 +647,24 @@ def test_a_stale_socket_file_is_not_a_ready_server(tmp_path: Path) -> None:
     server.close()                      # the file stays, nobody listens: stale
     assert path.exists() and not _unix_socket_open(path)
     assert not _unix_socket_open(tmp_path / "missing.sock")
+
+
+def test_brain_places_by_the_eviction_history_it_is_handed() -> None:
+    """GFS-SPEC §2.3: ties between equally free nodes go by E(n) — HP to troubled nodes. The
+    brain reads E(n) from the eviction counts the controller puts in the round, as the
+    simulator's GFS does."""
+    from gfs_opt.slurm.bridge import GfsBrain
+
+    now = time.time()
+    clock = TraceClock(now, 1000.0, 60.0)
+    nodes = ["n1", "n2", "n3"]
+    recs = [LiveJob.from_json(squeue_record(4, "hp", state="PENDING", reason="Resources",
+                                            gpus=2, submit=now - 2))]
+    view = build_round(recs, nodes, 8, "P", clock, Params(), {"P": PoolStatus()})
+    brain = GfsBrain(Params(), "seasonal-naive", pd.Timestamp("2024-03-01"), view.rnd.state)
+    calm = brain.victims(view.rnd)
+    assert calm.placements[4][0][0] == 0                  # all alike: the first node
+    c1h = np.array([0, 0, 2], dtype=np.int32)             # n3 lost LP work in the last hour
+    fresh = build_round(recs, nodes, 8, "P", clock, Params(), {"P": PoolStatus()})  # per poll
+    troubled = dataclasses.replace(fresh.rnd, node_evictions_1h=c1h, node_evictions_1d=c1h.copy())
+    assert brain.victims(troubled).placements[4][0][0] == nodes.index("n3")

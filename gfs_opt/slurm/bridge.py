@@ -52,7 +52,6 @@ from gfs_opt.policies.parts import BestFit, NoQuota
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import solve_preemption
-from gfs_opt.preempt.scoring import Placer, default_eviction_scores
 from gfs_opt.solve import SolverOptions
 from gfs_opt.traces.base import Trace
 
@@ -141,10 +140,9 @@ class GfsBrain:
                 protect_windows: bool = True) -> VictimPlan:
         """Victims so that the pending HP jobs of ``rnd`` start. ``rnd.running`` must hold only
         the LP jobs that may be evicted; every other allocation in ``rnd.state`` is kept."""
-        # E(n) of no evictions: the brain never refreshed its scores from the eviction counts
-        # the controller puts in the round (kept as it was: a behaviour-neutral refactor)
-        placer = (Placer(default_eviction_scores(rnd.state.n_nodes), use_history=True)
-                  if self.policy.use_history else Placer(None, use_history=False))
+        # the simulator's placement: E(n) from the eviction counts the controller puts in the
+        # round (no counts: every node alike)
+        placer = self.policy.placer(rnd)
         if not exact:
             t0 = time.perf_counter()
             decision = Decision()
