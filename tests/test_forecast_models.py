@@ -294,7 +294,7 @@ def test_fits_derived_from_a_window_template_equal_full_fits(
     hist["y"] *= np.repeat([1.0, 2.0, 0.5, 3.0], 24 * 10)
     day1 = hist[hist["ds"] < T0 + pd.Timedelta(days=9)]
     runs, derived_fits = [], []
-    real = pm.refit_like
+    real = pm.refit_like_arrays
 
     def counted(*args: object, **kw: object) -> object:
         out = real(*args, **kw)  # type: ignore[arg-type]
@@ -302,7 +302,7 @@ def test_fits_derived_from_a_window_template_equal_full_fits(
         return out
 
     for derive in (True, False):
-        monkeypatch.setattr(pm, "refit_like", counted if derive else lambda *_a, **_k: None)
+        monkeypatch.setattr(pm, "refit_like_arrays", counted if derive else lambda *_a, **_k: None)
         model = ProphetForecaster(solver=solver, calibration_days=0)
         preds = [model.fit(day1).predict(6), model.fit(hist).predict(6)]
         runs.append((model, preds))

@@ -360,7 +360,6 @@ def _prophet_class() -> type:
 
         country_holidays: Any
         train_holiday_names: Any
-        history: Any
         history_dates: Any
         start: Any
         t_scale: Any
@@ -385,6 +384,21 @@ def _prophet_class() -> type:
 
         def _load_stan_backend(self, stan_backend: str | None) -> None:
             self.stan_backend = self._shared.backend()
+
+        @property
+        def history(self) -> Any:
+            """Prophet's history frame; a model from `refit_like` keeps its columns as arrays
+            and builds the frame on first use (most never need it: ≈ 1 ms a fit)."""
+            frame = self.__dict__.get("_history")
+            columns = self.__dict__.get("_history_columns")
+            if frame is None and columns is not None:
+                frame = self._history = pd.DataFrame(columns)
+            return frame
+
+        @history.setter
+        def history(self, value: Any) -> None:
+            self._history = value
+            self._history_columns = None
 
         def add_country_holidays(self, country_name: str) -> Any:
             # validation looks only at the model's configuration, the same for every model
@@ -513,6 +527,15 @@ def _prophet_class() -> type:
 
 
 def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
+    """`refit_like_arrays` for a frame of columns ds, y (None for any other frame)."""
+    if list(df.columns) != ["ds", "y"]:
+        return None
+    return refit_like_arrays(template, df["ds"].to_numpy(), df["y"].to_numpy(dtype=float),
+                             **kwargs)
+
+
+def refit_like_arrays(template: Any, ds: np.ndarray, y: np.ndarray,
+                      **kwargs: Any) -> Any | None:
     """``Prophet.fit(df, **kwargs)`` from a fitted ``template`` of the same forecaster (a
     `fast_prophet` model), without a new model or Prophet's preprocessing: the fitted model is a
     shallow copy of the template with its own history, scale and parameters and, when ``df``
@@ -521,12 +544,11 @@ def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
     rest. The Stan inputs and initial values are the ones ``fit`` would build, bit for bit
     (tests/test_forecast_models.py). None where this does not apply (then call ``fit``)."""
     inputs = getattr(template, "window_inputs", None)
-    y = df["y"].to_numpy(dtype=float)
-    if (inputs is None or list(df.columns) != ["ds", "y"] or len(y) < 2
+    y = np.asarray(y, dtype=float)
+    if (inputs is None or len(y) < 2 or len(ds) != len(y)
             or not np.all(np.isfinite(y)) or y.min() == y.max()):
         return None
     m = copy.copy(template)
-    ds = df["ds"].to_numpy()
     arrays = _window_arrays(template)
     if len(ds) != inputs.T or not np.array_equal(ds, arrays[0]):
         derived = _window_inputs(m, ds)
@@ -538,7 +560,8 @@ def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
     y_scale = float(np.abs(y).max())
     m.y_min, m.y_scale = 0.0, (y_scale if y_scale != 0 else 1.0)
     y_scaled = (y - floor) / m.y_scale
-    m.history = pd.DataFrame({"ds": ds, "y": y, "floor": floor, "t": t, "y_scaled": y_scaled})
+    m.history = None
+    m._history_columns = {"ds": ds, "y": y, "floor": floor, "t": t, "y_scaled": y_scaled}
     m.fit_kwargs = copy.deepcopy(kwargs)
     m.window_inputs = dataclasses.replace(inputs, y=y_scaled)
     stan_init = initial_values(m)

@@ -57,7 +57,12 @@ from gfs_opt.forecast.base import (
     lead_grid,
 )
 from gfs_opt.forecast.ets import SeasonalETS
-from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, import_prophet, refit_like
+from gfs_opt.forecast.prophet_fit import (
+    SharedFit,
+    fast_prophet,
+    import_prophet,
+    refit_like_arrays,
+)
 
 EXTEND_H = 48        # hours of Prophet's mean evaluated past the fitted window at each fit
 PHIS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
@@ -206,7 +211,6 @@ class ProphetForecaster(BaseForecaster):
     def _fit_prophet(self, key: str, start: pd.Timestamp, y: np.ndarray) -> Any:
         stamps = (np.datetime64(start.to_datetime64(), "h") + np.arange(len(y))).astype(
             "datetime64[ns]")
-        frame = pd.DataFrame({"ds": stamps, "y": y})
         kwargs: dict[str, Any] = {"seed": self.seed}
         init = self.warm_params_.get(key) if self.warm_start else None
         if init is not None:
@@ -217,10 +221,11 @@ class ProphetForecaster(BaseForecaster):
         template = (templates.get(window, next(iter(templates.values()), None))
                     if window is not None else None)
         try:
-            m = refit_like(template, frame, **kwargs) if template is not None else None
+            m = (refit_like_arrays(template, stamps, y, **kwargs) if template is not None
+                 else None)
             if m is None:
                 m = self._new_model()
-                m.fit(frame, **kwargs)
+                m.fit(pd.DataFrame({"ds": stamps, "y": y}), **kwargs)
             if (window is not None and window not in templates
                     and getattr(m, "window_inputs", None) is not None):
                 templates[window] = m
@@ -228,7 +233,8 @@ class ProphetForecaster(BaseForecaster):
             if init is None:
                 raise
             m = self._new_model()
-            m.fit(frame, seed=self.seed)  # a stale warm start can derail the optimiser
+            # a stale warm start can derail the optimiser
+            m.fit(pd.DataFrame({"ds": stamps, "y": y}), seed=self.seed)
         p = m.params
         self.warm_params_[key] = {"k": float(p["k"][0][0]), "m": float(p["m"][0][0]),
                                   "sigma_obs": float(p["sigma_obs"][0][0]),
