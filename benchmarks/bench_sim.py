@@ -5,7 +5,8 @@
     python benchmarks/bench_sim.py --only small,a100 --policies all    # every policy
     python benchmarks/bench_sim.py --only full           # full-scale synthetic trace
     python benchmarks/bench_sim.py --only scale          # full trace ×¼, ×½, ×1 (replay length)
-    python benchmarks/bench_sim.py --only chronus        # Chronus trace with a long HP backlog
+    python benchmarks/bench_sim.py --only chronus        # Chronus trace, half of its nodes
+    python benchmarks/bench_sim.py --only chronus-backlog --policies all   # a quarter: HP queues
     python benchmarks/bench_sim.py --only a100 --before /tmp/gfs-main   # + old code, same run
 
 Each case runs in a fresh process, so peak RSS and CPU time (``resource.getrusage``, self +
@@ -40,6 +41,7 @@ A100 = ("yarn-cs", "gfs", "chronus", "lyra", "fgd")
 #: replay start per fraction of the full trace (March 1 .. August 31; August is scored)
 SCALE_FROM = {0.25: "2024-07-16", 0.5: "2024-06-01", 1.0: None}
 CHRONUS_FILE = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+CHRONUS_BACKLOG_CAPACITY = 0.25
 
 
 def cpu_s() -> float:
@@ -63,10 +65,11 @@ def spec_for(case: str, policy: str, forecaster: str | None) -> Any:
     if case.startswith("full@"):
         frac = float(case.split("@")[1])
         return RunSpec.from_setup("full", replay_from=SCALE_FROM[frac], **kw)
-    if case == "chronus":
+    if case.split("@")[0] == "chronus":
         data = Path(os.environ.get("GFS_DATA_DIR", "/work/shared/data"))
+        capacity = float(case.split("@")[1]) if "@" in case else 0.5
         return RunSpec(trace=str(data / CHRONUS_FILE), time_scale=24.0, lp_load=4.0,
-                       capacity_scale=0.5, **kw)
+                       capacity_scale=capacity, **kw)
     return RunSpec.from_setup("paper-a100" if case == "a100" else case, **kw)
 
 
@@ -136,15 +139,18 @@ def plan(suites: list[str], policies: str | None,
             out += [(suite, p) for p in pick(A100 if suite == "a100" else ("yarn-cs", "gfs"))]
         elif suite in ("toy", "full", "chronus"):
             out += [(suite, p) for p in pick(("yarn-cs", "gfs"))]
+        elif suite == "chronus-backlog":   # a quarter of the nodes: HP jobs queue for hours
+            out += [(f"chronus@{CHRONUS_BACKLOG_CAPACITY:g}", p) for p in pick(("yarn-cs", "gfs"))]
         else:
-            raise SystemExit(f"unknown suite {suite!r}: toy, small, a100, full, scale, chronus")
+            raise SystemExit(f"unknown suite {suite!r}: toy, small, a100, full, scale, chronus, "
+                             "chronus-backlog")
     return out
 
 
 def table(rows: list[dict[str, Any]], title: str) -> None:
     base = {r["case"]: r["cpu_s"] for r in rows if r["policy"] == "yarn-cs"}
     print(title)
-    print(f"{'case':<10}{'policy':<18}{'jobs':>9}{'events':>11}{'CPU s':>9}{'wall s':>9}"
+    print(f"{'case':<14}{'policy':<18}{'jobs':>9}{'events':>11}{'CPU s':>9}{'wall s':>9}"
           f"{'events/s':>10}{'RSS MB':>8}{'CPU/yarn':>9}{'old CPU':>9}{'new/old':>8}"
           f"{'vs authors':>11}")
     for r in rows:
@@ -153,7 +159,7 @@ def table(rows: list[dict[str, Any]], title: str) -> None:
         old_s = f"{old['cpu_s']:>9.1f}{r['cpu_s'] / old['cpu_s']:>7.2f}x" if old else " " * 17
         auth = (f"{AUTHORS_TOY_S[r['policy']] / r['wall_s']:>10.0f}x"
                 if r["case"] == "toy" and r["policy"] in AUTHORS_TOY_S else "")
-        print(f"{r['case']:<10}{r['policy']:<18}{r['jobs']:>9,}{r['events']:>11,}{r['cpu_s']:>9.1f}"
+        print(f"{r['case']:<14}{r['policy']:<18}{r['jobs']:>9,}{r['events']:>11,}{r['cpu_s']:>9.1f}"
               f"{r['wall_s']:>9.1f}{r['events'] / max(r['sim_s'], 1e-9):>10,.0f}{r['rss_mb']:>8.0f}"
               f"{ratio:>8.2f}x{old_s}{auth}")
 
@@ -161,7 +167,7 @@ def table(rows: list[dict[str, Any]], title: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="toy,a100",
-                    help="toy, small, a100, full, scale, chronus (comma-separated)")
+                    help="toy, small, a100, full, scale, chronus, chronus-backlog (comma-separated)")
     ap.add_argument("--policies", default=None,
                     help="comma-separated policies, or 'all' (yarn-cs always runs first)")
     ap.add_argument("--forecaster", default=None,
