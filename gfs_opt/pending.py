@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from gfs_opt.model import Job, JobClass
@@ -72,6 +72,22 @@ class ShapeCursor:
         i = self._last
         self._pending[i] = self._pos[i] + 1
         self._last = -1
+
+    def defer_until(self, stops: Callable[[int], bool]) -> None:
+        """Like `defer`, but the shape's first later job for which ``stops(job id)`` holds comes
+        back in the merged order (the jobs before it stay countable by `settle`). A pass under
+        head-of-line blocking uses it for a shape the quota refuses: the refused jobs that no
+        longer hold the line are passed over, the next one that does must still stop the pass."""
+        i = self._last
+        prefix, _s, lst = self._entries[i]
+        start = self._pos[i] + 1
+        self._pending[i] = start
+        self._last = -1
+        for k in range(start, len(lst)):
+            if stops(lst[k][1]):
+                self._pos[i] = k
+                heapq.heappush(self._heap, (prefix + lst[k], i))
+                return
 
     def deferred(self) -> list[Shape]:
         return [self._entries[i][1] for i in self._pending]

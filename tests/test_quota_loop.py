@@ -335,3 +335,44 @@ def test_stretch_time() -> None:
     assert tr.jobs["submit"].iloc[0] == 240.0 and tr.jobs["duration"].iloc[0] == 2400.0
     with pytest.raises(ValueError, match="time scale"):
         scaling_trace().stretch_time(0.0)
+
+
+def test_refused_jobs_past_their_head_of_line_timeout_are_passed_over_exactly() -> None:
+    """Under head-of-line blocking a quota-refused job stops the pass only while its wait is
+    under ``hol_timeout_s``. The pass jumps over the refused jobs of a shape that no longer hold
+    the line (`ShapeCursor.defer_until`); walking them one by one, as before, must give the same
+    replay and the same refusal counts."""
+    from standins import TOY_SETUP
+
+    from gfs_opt.experiments.runner import RunSpec, prepare_trace
+    from gfs_opt.pending import ShapeCursor
+
+    spec = RunSpec.from_setup(TOY_SETUP, policy="yarn-cs+sqa")
+    trace, lo, hi = prepare_trace(spec)
+    real = ShapeCursor.defer_until
+    jumps = []
+
+    def replay(walk: bool) -> tuple[str, str, dict]:
+        def defer_until(self: ShapeCursor, stops: object) -> None:
+            jumps.append(1)
+            if not walk:
+                real(self, stops)  # type: ignore[arg-type]
+
+        ShapeCursor.defer_until = defer_until  # type: ignore[method-assign]
+        try:
+            opts = options_for("yarn-cs+sqa", {"forecaster": "ets", "hol_timeout_s": 600.0})
+            sim = Simulator(trace, make_policy("yarn-cs+sqa", **opts), Params(),
+                            SimConfig(eval_start=lo, eval_end=hi))
+            res = sim.run()
+        finally:
+            ShapeCursor.defer_until = real  # type: ignore[method-assign]
+        jobs = res.recorder.jobs
+        assert jobs is not None
+        return (jobs.to_csv(index=False), res.recorder.quota_table().to_csv(index=False),
+                sim.policy.diagnostics())
+
+    jumped = replay(walk=False)
+    n_jumps = len(jumps)
+    walked = replay(walk=True)
+    assert n_jumps > 0, "the case never reached a refused job past its timeout"
+    assert jumped == walked

@@ -96,6 +96,10 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     st = rnd.state
     queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
     head_of_line = order.head_of_line
+
+    def holds_line(jid: int) -> bool:
+        return order.holds_line(rnd.time, rnd.queued_since.get(jid, rnd.jobs[jid].submit))
+
     for pool in pools_to_run(rnd, queue.pools()):
         p = st.pool_index.get(pool)
         if p is None:
@@ -120,9 +124,12 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                         n_denied += 1
                         job = rnd.jobs[jid]
                         if head_of_line:
-                            if order.holds_line(rnd.time, rnd.queued_since.get(jid, job.submit)):
+                            if holds_line(jid):
                                 stop = True
                                 break
+                            # the shape's later jobs are refused too; walk on to the first that
+                            # still holds the line (a long backlog has hundreds that do not)
+                            cursor.defer_until(holds_line)
                         else:
                             cursor.defer()
                         continue
