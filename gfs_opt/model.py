@@ -85,6 +85,11 @@ WorkerPlacement = tuple[int, tuple[int, ...]]
 Placement = tuple[WorkerPlacement, ...]
 
 
+def normalized(placement: Iterable[tuple[int, Iterable[int]]]) -> Placement:
+    """A placement as plain ints (policies may hand numpy ints or lists), as state records it."""
+    return tuple((int(n), tuple(int(x) for x in g)) for n, g in placement)
+
+
 @dataclass(frozen=True, slots=True)
 class RunningJob:
     """A job holding GPUs. ``window_start`` is when its current guarantee window began."""
@@ -205,7 +210,7 @@ class ClusterState:
         for gi, m in want.items():
             self._add(gi, job.id, m, hp)
         self.node_jobs_add(job.id, {node for node, _ in placement})
-        self.alloc[job.id] = (job.cls, job.g, tuple((int(n), tuple(int(x) for x in g)) for n, g in placement))
+        self.alloc[job.id] = (job.cls, job.g, normalized(placement))
         p = self.pool_index[job.pool]
         self.pool_used[p] += job.demand
         if hp:

@@ -80,10 +80,8 @@ class ShapeCursor:
         longer hold the line are passed over, the next one that does must still stop the pass."""
         i = self._last
         prefix, _s, lst = self._entries[i]
-        start = self._pos[i] + 1
-        self._pending[i] = start
-        self._last = -1
-        for k in range(start, len(lst)):
+        self.defer()
+        for k in range(self._pending[i], len(lst)):
             if stops(lst[k][1]):
                 self._pos[i] = k
                 heapq.heappush(self._heap, (prefix + lst[k], i))

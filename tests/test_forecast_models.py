@@ -267,7 +267,7 @@ def test_shared_preprocessing_gives_prophets_inputs_bit_for_bit() -> None:
             template = ours
             b, init_b = dataclasses.asdict(ours.window_inputs), init_a
         else:                                 # series 2, 3: derived from it
-            ours = refit_like(template, df, seed=0)
+            ours = refit_like(template, df["ds"].to_numpy(), df["y"].to_numpy(), seed=0)
             assert ours is not None
             b, init_b = dataclasses.asdict(ours.window_inputs), initial_values(ours)
         for field_name, value in a.items():
@@ -294,7 +294,7 @@ def test_fits_derived_from_a_window_template_equal_full_fits(
     hist["y"] *= np.repeat([1.0, 2.0, 0.5, 3.0], 24 * 10)
     day1 = hist[hist["ds"] < T0 + pd.Timedelta(days=9)]
     runs, derived_fits = [], []
-    real = pm.refit_like_arrays
+    real = pm.refit_like
 
     def counted(*args: object, **kw: object) -> object:
         out = real(*args, **kw)  # type: ignore[arg-type]
@@ -302,7 +302,7 @@ def test_fits_derived_from_a_window_template_equal_full_fits(
         return out
 
     for derive in (True, False):
-        monkeypatch.setattr(pm, "refit_like_arrays", counted if derive else lambda *_a, **_k: None)
+        monkeypatch.setattr(pm, "refit_like", counted if derive else lambda *_a, **_k: None)
         model = ProphetForecaster(solver=solver, calibration_days=0)
         preds = [model.fit(day1).predict(6), model.fit(hist).predict(6)]
         runs.append((model, preds))
@@ -355,7 +355,7 @@ def test_fits_derived_across_windows_equal_full_fits(solver: str) -> None:
                 full.fit(df.copy(), **kw)
             except (ValueError, RuntimeError):   # a warm start of the wrong shape
                 continue
-            derived = refit_like(template, df, **kw)
+            derived = refit_like(template, df["ds"].to_numpy(), df["y"].to_numpy(), **kw)
             assert derived is not None
             for name, value in full.params.items():
                 np.testing.assert_array_equal(derived.params[name], value)

@@ -526,22 +526,13 @@ def _prophet_class() -> type:
     return SharedProphet
 
 
-def refit_like(template: Any, df: pd.DataFrame, **kwargs: Any) -> Any | None:
-    """`refit_like_arrays` for a frame of columns ds, y (None for any other frame)."""
-    if list(df.columns) != ["ds", "y"]:
-        return None
-    return refit_like_arrays(template, df["ds"].to_numpy(), df["y"].to_numpy(dtype=float),
-                             **kwargs)
-
-
-def refit_like_arrays(template: Any, ds: np.ndarray, y: np.ndarray,
-                      **kwargs: Any) -> Any | None:
-    """``Prophet.fit(df, **kwargs)`` from a fitted ``template`` of the same forecaster (a
-    `fast_prophet` model), without a new model or Prophet's preprocessing: the fitted model is a
-    shallow copy of the template with its own history, scale and parameters and, when ``df``
-    covers other hours than the template, its own time scale, changepoints and features
-    (`_window_inputs`). Nothing a fit sets is changed afterwards, so the copies may share the
-    rest. The Stan inputs and initial values are the ones ``fit`` would build, bit for bit
+def refit_like(template: Any, ds: np.ndarray, y: np.ndarray, **kwargs: Any) -> Any | None:
+    """``Prophet.fit(pd.DataFrame({"ds": ds, "y": y}), **kwargs)`` from a fitted ``template`` of
+    the same forecaster (a `fast_prophet` model), without a new model, a frame or Prophet's
+    preprocessing: the fitted model is a shallow copy of the template with its own history, scale
+    and parameters and, when ``ds`` covers other hours than the template, its own time scale,
+    changepoints and features (`_window_inputs`). Nothing a fit sets is changed afterwards, so
+    the copies may share the rest. The Stan inputs and initial values are the ones ``fit`` would build, bit for bit
     (tests/test_forecast_models.py). None where this does not apply (then call ``fit``)."""
     inputs = getattr(template, "window_inputs", None)
     y = np.asarray(y, dtype=float)

@@ -61,7 +61,7 @@ from gfs_opt.forecast.prophet_fit import (
     SharedFit,
     fast_prophet,
     import_prophet,
-    refit_like_arrays,
+    refit_like,
 )
 
 EXTEND_H = 48        # hours of Prophet's mean evaluated past the fitted window at each fit
@@ -221,7 +221,7 @@ class ProphetForecaster(BaseForecaster):
         template = (templates.get(window, next(iter(templates.values()), None))
                     if window is not None else None)
         try:
-            m = (refit_like_arrays(template, stamps, y, **kwargs) if template is not None
+            m = (refit_like(template, stamps, y, **kwargs) if template is not None
                  else None)
             if m is None:
                 m = self._new_model()

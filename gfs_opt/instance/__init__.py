@@ -27,7 +27,7 @@ from gfs_opt.errors import InputError
 from gfs_opt.fileio import file_mode
 from gfs_opt.instance.check import check_instance
 from gfs_opt.instance.schema import FORMAT, VERSION, InstanceFile, format_errors
-from gfs_opt.model import MILLI, Round
+from gfs_opt.model import MILLI, Round, normalized
 
 __all__ = [
     "FORMAT", "VERSION", "Instance", "dumps_round", "load_instance", "load_round",
@@ -225,7 +225,7 @@ def round_to_dict(rnd: Round, meta: Mapping[str, Any] | None = None) -> dict[str
     running = []
     for jid, rj in rnd.running.items():
         placement = [[new_index[int(n)], [int(g) for g in gpus]] for n, gpus in rj.placement]
-        if tuple((int(n), tuple(int(g) for g in gpus)) for n, gpus in rj.placement) != st.alloc[jid][2]:
+        if normalized(rj.placement) != st.alloc[jid][2]:
             raise ValueError(f"job {jid}: RunningJob.placement differs from the cluster state")
         running.append({"job": int(rj.job.id), "start": float(rj.start),
                         "last_ckpt": float(rj.last_ckpt), "window_start": float(rj.window_start),

@@ -122,7 +122,6 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                         quota = pool_quota[d] = quota_for(quotas, pool, d)
                     if quota is not None and int(st.pool_lp[p]) + g * w > quota:
                         n_denied += 1
-                        job = rnd.jobs[jid]
                         if head_of_line:
                             if holds_line(jid):
                                 stop = True
@@ -138,7 +137,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                 if known is None or not known.dominated(g, w):
                     placement = placer.gang(st, job)
                 if placement is None:
-                    if order.holds_line(rnd.time, rnd.queued_since.get(jid, job.submit)):
+                    if holds_line(jid):
                         stop = True
                         break
                     fails.add(g, w)

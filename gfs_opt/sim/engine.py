@@ -34,6 +34,7 @@ from gfs_opt.model import (
     PoolStatus,
     Round,
     RunningJob,
+    normalized,
 )
 from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
@@ -357,7 +358,7 @@ class Simulator:
         alloc = self.state.alloc
         for jid, pl in d.placements.items():
             entry = alloc.get(jid)
-            if entry is None or entry[2] != tuple((int(n), tuple(int(x) for x in g)) for n, g in pl):
+            if entry is None or entry[2] != normalized(pl):
                 return False
         return True
 
