@@ -166,18 +166,23 @@ class PendingQueue:
         """The pool's shapes and their (submit, id) lists (read-only)."""
         return self._shapes.get(pool, {})
 
-    def cursors(self, pool: str, fifo: bool) -> list[ShapeCursor]:
+    def cursors(self, pool: str, fifo: bool,
+                skip: Callable[[Shape], bool] | None = None) -> list[ShapeCursor]:
         """The pool's jobs in policy order: one cursor in submit order (``fifo``), else one per
         size g, largest first, each in (submit, id) order for HP and (w, submit, id) for LP.
-        The queue must not change while a cursor is in use (the engine mutates after a pass)."""
+        Shapes for which ``skip`` holds are left out. The queue must not change while a cursor
+        is in use (the engine mutates after a pass)."""
         shapes = self._shapes.get(pool)
         if not shapes:
             return []
+        items = [(s, lst) for s, lst in shapes.items() if skip is None or not skip(s)]
+        if not items:
+            return []
         if fifo:
-            return [ShapeCursor([((), s, lst) for s, lst in shapes.items()])]
+            return [ShapeCursor([((), s, lst) for s, lst in items])]
         by_g: dict[int, list[tuple[tuple, Shape, list[Entry]]]] = {}
         lp = self.cls is JobClass.LP
-        for s, lst in shapes.items():
+        for s, lst in items:
             by_g.setdefault(s[0], []).append(((s[1],) if lp else (), s, lst))
         return [ShapeCursor(by_g[g]) for g in sorted(by_g, reverse=True)]
 

@@ -3,6 +3,8 @@ and, across passes, until GPUs of the pool are released (`FitMemo`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from gfs_opt.model import Decision, Round
 
 
@@ -30,6 +32,14 @@ class FailSizes:
         self.front = [(gf, wf) for gf, wf in self.front if not (gf >= g and wf >= w)]
         self.front.append((g, w))
 
+    def covers(self, shapes: Iterable[tuple[int, int, float]]) -> bool:
+        """Every (g, w, …) shape is dominated."""
+        return all(self.dominated(s[0], s[1]) for s in shapes)
+
+    def skips(self, shape: tuple[int, int, float]) -> bool:
+        """`dominated` for a queue shape (a `PendingQueue.cursors` filter)."""
+        return self.dominated(shape[0], shape[1])
+
     def blocks(self, g: int) -> bool:
         """Every job with per-worker request ≥ g is dominated (a single worker of ≤ g failed)."""
         return any(gf <= g and wf <= 1 for gf, wf in self.front)
@@ -43,9 +53,10 @@ class FitMemo:
     grows only when GPUs of the pool are released, and when any running LP job may be evicted,
     only when HP GPUs are released. A shape that failed therefore keeps failing until the engine
     reports such a release in the pool (``Round.released`` / ``Round.hp_released``) or a pass of
-    the same round released victims there. A pass uses the memo only to skip the costly tries of
-    shapes it knows will fail; it still refuses them in the same order, so decisions do not
-    change. Built-in placement functions only: a worker rule that can fail with free slots
+    the same round released victims there. A pass uses the memo only to skip work whose outcome
+    it knows: the tries of shapes that will fail, the walk over them where no job of theirs can
+    stop the pass, and a pool where every waiting shape will fail; decisions do not change.
+    Built-in placement functions only: a worker rule that can fail with free slots
     left would break the premise. A round without release counts (a standalone instance) never
     uses the memo.
     """

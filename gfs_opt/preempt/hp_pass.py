@@ -56,9 +56,19 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     for pool in pools_to_run(rnd, queue.pools()):
         fails = FailSizes()
         known = memo.known(rnd, pool, decision) if memo is not None else None
+        skip = None
+        if known is not None:
+            # A known-failing job changes nothing but `fails`, and what it adds there is
+            # dominated by `known` already. Without head-of-line blocking such shapes can be left
+            # out of the walk; with it one of them may still stop the pass, so only a pool where
+            # every waiting shape is known to fail (a backlog's usual pass) is skipped whole.
+            if known.covers(queue.shapes(pool)):
+                continue
+            if not order.head_of_line:
+                skip = known.skips
         cache: ChoiceCache = {}
         stop = False
-        for cursor in queue.cursors(pool, order.fifo):
+        for cursor in queue.cursors(pool, order.fifo, skip):
             for jid, (g, w, _d) in cursor:
                 if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
                     continue

@@ -107,31 +107,39 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         fails = FailSizes()
         known = memo.known(rnd, pool, decision) if memo is not None else None
         pool_quota: dict[float, int | None] = {}
+        skip = None
+        if known is not None:
+            # as in `hp_pass`, with one more condition: a job the quota refuses counts as a
+            # denial before its fit is asked. If every shape is known to fail nothing starts,
+            # so each shape's quota verdict is what it is now; partial skips only without quota.
+            shapes = queue.shapes(pool)
+            if known.covers(shapes) and not any(
+                    _refused(quotas, pool_quota, pool, int(st.pool_lp[p]), s) for s in shapes):
+                continue
+            if not head_of_line and (quotas is None or not any(pp == pool for pp, _d in quotas)):
+                skip = known.skips
         n_denied = 0
         stop = False
-        for cursor in queue.cursors(pool, order.fifo):
+        for cursor in queue.cursors(pool, order.fifo, skip):
             for jid, (g, w, d) in cursor:
                 if jid in st.alloc:
                     continue
                 if fails.dominated(g, w):
                     cursor.drop()   # the rest of the shape is dominated too
                     continue
-                if quotas is not None:
-                    quota = pool_quota.get(d, -1)
-                    if quota == -1:
-                        quota = pool_quota[d] = quota_for(quotas, pool, d)
-                    if quota is not None and int(st.pool_lp[p]) + g * w > quota:
-                        n_denied += 1
-                        if head_of_line:
-                            if holds_line(jid):
-                                stop = True
-                                break
-                            # the shape's later jobs are refused too; walk on to the first that
-                            # still holds the line (a long backlog has hundreds that do not)
-                            cursor.defer_until(holds_line)
-                        else:
-                            cursor.defer()
-                        continue
+                if quotas is not None and _refused(quotas, pool_quota, pool,
+                                                   int(st.pool_lp[p]), (g, w, d)):
+                    n_denied += 1
+                    if head_of_line:
+                        if holds_line(jid):
+                            stop = True
+                            break
+                        # the shape's later jobs are refused too; walk on to the first that
+                        # still holds the line (a long backlog has hundreds that do not)
+                        cursor.defer_until(holds_line)
+                    else:
+                        cursor.defer()
+                    continue
                 job = rnd.jobs[jid]
                 placement = None
                 if known is None or not known.dominated(g, w):
@@ -156,6 +164,18 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         if memo is not None:
             memo.keep(rnd, pool, known, fails)
     return denied
+
+
+def _refused(quotas: Quotas | None, pool_quota: dict[float, int | None], pool: str,
+             lp_running: int, shape: tuple[int, int, float]) -> bool:
+    """Whether the quota refuses a job of ``shape`` (memoising the class quotas of the pool)."""
+    if quotas is None:
+        return False
+    g, w, d = shape
+    quota = pool_quota.get(d, -1)
+    if quota == -1:
+        quota = pool_quota[d] = quota_for(quotas, pool, d)
+    return quota is not None and lp_running + g * w > quota
 
 
 def greedy_admission(rnd: Round, quotas: Quotas | None = None, *, order: QueueOrder = PTS_ORDER,
