@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 from gfs_opt.errors import GfsError
+from gfs_opt.forecast import ets as ets_module
 from gfs_opt.forecast import make_forecaster
 from gfs_opt.forecast.auto import AutoForecaster
 from gfs_opt.forecast.base import MAX_LEAD, Forecaster, qcol
@@ -491,3 +492,28 @@ def test_ndtri_is_the_normal_quantile_the_forecasters_used() -> None:
     for q in levels:
         a, b = norm.ppf(q), ndtri(q)
         assert (a == b) or (np.isnan(a) and np.isnan(b)), q
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 1e4, allow_nan=False), min_size=1, max_size=300),
+       st.sampled_from(ets_module.ALPHAS), st.one_of(st.none(), st.floats(-1e3, 1e4)))
+def test_ets_smoothing_loop_equals_scipy_filter_bit_for_bit(xs: list[float], alpha: float,
+                                                           level0: float | None) -> None:
+    """`_smooth` runs a plain loop until its budget is spent, then scipy's lfilter: a run's
+    forecasts must not depend on which one it reached."""
+    from scipy.signal import lfilter
+
+    x = np.array(xs)
+    prev = x[0] if level0 is None else level0
+    want, _ = lfilter([alpha], [1.0, alpha - 1.0], x, zi=np.array([(1.0 - alpha) * prev]))
+    got = ets_module._smooth_loop(x, alpha, float(prev))
+    assert got.tobytes() == want.tobytes()
+
+
+def test_ets_smoothing_switches_to_scipy_after_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = np.linspace(0.0, 50.0, 100)
+    monkeypatch.setattr(ets_module, "_py_smoothed", 0)
+    monkeypatch.setattr(ets_module, "PY_SMOOTH_BUDGET", 150)
+    first, second, third = (ets_module._smooth(x, 0.2) for _ in range(3))
+    assert ets_module._py_smoothed == 200      # two loops, then the filter
+    assert first.tobytes() == second.tobytes() == third.tobytes()

@@ -33,15 +33,42 @@ class _EtsState:
     alpha: float
 
 
+#: points smoothed in plain Python before `_smooth` switches to scipy's filter for good
+PY_SMOOTH_BUDGET = 10_000_000
+_py_smoothed = 0
+
+
 def _smooth(x: np.ndarray, alpha: float, level0: float | None = None) -> np.ndarray:
-    """level_t = α·x_t + (1−α)·level_{t−1}, starting from ``level0`` (default: level_0 = x_0)."""
-    # scipy.signal costs ≈ 1.2 s of CPU to import (it pulls in scipy.stats); only fits need it
+    """level_t = α·x_t + (1−α)·level_{t−1}, starting from ``level0`` (default: level_0 = x_0).
+
+    scipy's ``lfilter`` does this ≈ 6× faster per series but costs ≈ 1.2–2 s of CPU to import
+    (scipy.signal pulls in scipy.stats) — more than most runs spend smoothing. So the first
+    `PY_SMOOTH_BUDGET` points go through a plain loop and only a process that smooths more
+    imports scipy (ski rental: never more than about twice the cheaper choice). Both compute
+    the same floating-point operations in the same order, so the result does not depend on which
+    one ran (tests/test_forecast_ets.py checks bit equality).
+    """
+    global _py_smoothed
+    prev = float(x[0] if level0 is None else level0)
+    if _py_smoothed < PY_SMOOTH_BUDGET:
+        _py_smoothed += len(x)
+        return _smooth_loop(x, alpha, prev)
     from scipy.signal import lfilter
 
-    prev = x[0] if level0 is None else level0
-    zi = np.array([(1.0 - alpha) * prev])
-    level, _ = lfilter([alpha], [1.0, alpha - 1.0], x, zi=zi)
+    level, _ = lfilter([alpha], [1.0, alpha - 1.0], x, zi=np.array([(1.0 - alpha) * prev]))
     return level
+
+
+def _smooth_loop(x: np.ndarray, alpha: float, prev: float) -> np.ndarray:
+    # lfilter's direct form II transposed for one pole: y = α·x + z, then z = (1−α)·y
+    c = 1.0 - alpha
+    z = c * prev
+    out = []
+    for v in x.tolist():
+        y = alpha * v + z
+        out.append(y)
+        z = c * y
+    return np.array(out, dtype=float)
 
 
 class SeasonalETS(BaseForecaster):
