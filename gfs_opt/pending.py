@@ -20,24 +20,27 @@ from gfs_opt.model import Job, JobClass
 #: (per-worker request g, workers w, guarantee class in hours)
 Shape = tuple[int, int, float]
 Entry = tuple[float, int]            # (submit, id), a shape list's sort key
+#: (order-key prefix, shape, its entries, the entries of its re-queued jobs)
+ShapeEntries = tuple[tuple, Shape, list[Entry], list[Entry]]
+NONE: list[Entry] = []
 
 
 class ShapeCursor:
     """Jobs of several shapes in one merged order; a dropped shape yields nothing more.
 
-    Built from (prefix, shape, sorted entries): the order key of an entry is prefix + entry
-    (prefix () for submit order, (w,) for LP's (w, submit, id) inside a size). Iterating gives
-    (job id, shape). `drop` stops the shape just returned; `defer` does the same but keeps its
-    remaining jobs countable (`settle`): a pass uses it for a shape the quota refuses, whose jobs
-    would each have been refused in turn.
+    Built from (prefix, shape, sorted entries, the entries of re-queued jobs): the order key of
+    an entry is prefix + entry (prefix () for submit order, (w,) for LP's (w, submit, id) inside
+    a size). Iterating gives (job id, shape). `drop` stops the shape just returned; `defer` does
+    the same but keeps its remaining jobs countable (`settle`): a pass uses it for a shape the
+    quota refuses, whose jobs would each have been refused in turn.
     """
 
     __slots__ = ("_entries", "_heap", "_key", "_last", "_pending", "_pos")
 
-    def __init__(self, entries: list[tuple[tuple, Shape, list[Entry]]]) -> None:
+    def __init__(self, entries: list[ShapeEntries]) -> None:
         self._entries = entries
         self._pos = [0] * len(entries)
-        self._heap = [(prefix + lst[0], i) for i, (prefix, _s, lst) in enumerate(entries)]
+        self._heap = [(e[0] + e[2][0], i) for i, e in enumerate(entries)]
         heapq.heapify(self._heap)
         self._last = -1
         self._key: tuple = ()
@@ -50,7 +53,7 @@ class ShapeCursor:
         heap = self._heap
         i = self._last
         if i >= 0:
-            prefix, _s, lst = self._entries[i]
+            prefix, _s, lst, _again = self._entries[i]
             p = self._pos[i] + 1
             self._pos[i] = p
             if p < len(lst):
@@ -73,19 +76,41 @@ class ShapeCursor:
         self._pending[i] = self._pos[i] + 1
         self._last = -1
 
-    def defer_until(self, stops: Callable[[int], bool]) -> None:
+    def defer_until(self, stops: Callable[[int], bool],
+                    stops_since: Callable[[float], bool]) -> None:
         """Like `defer`, but the shape's first later job for which ``stops(job id)`` holds comes
         back in the merged order (the jobs before it stay countable by `settle`). A pass under
         head-of-line blocking uses it for a shape the quota refuses: the refused jobs that no
-        longer hold the line are passed over, the next one that does must still stop the pass."""
+        longer hold the line are passed over, the next one that does must still stop the pass.
+
+        ``stops_since(t)`` is ``stops`` of a job queued at ``t`` and must not decrease with t
+        (a later queue time means a shorter wait). A job never re-queued was queued at its
+        submission, so among those the first that stops is found by bisection; only re-queued
+        jobs before it (their wait restarted) are asked one by one.
+        """
         i = self._last
-        prefix, _s, lst = self._entries[i]
+        prefix, _s, lst, again = self._entries[i]
         self.defer()
-        for k in range(self._pending[i], len(lst)):
-            if stops(lst[k][1]):
-                self._pos[i] = k
-                heapq.heappush(self._heap, (prefix + lst[k], i))
-                return
+        lo, hi = self._pending[i], len(lst)
+        start = lo
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if stops_since(lst[mid][0]):
+                hi = mid
+            else:
+                lo = mid + 1
+        k = lo
+        if again and start < len(lst):
+            end = lst[k] if k < len(lst) else None
+            for e in again[bisect_left(again, lst[start]):]:
+                if end is not None and e >= end:
+                    break
+                if stops(e[1]):
+                    k = bisect_left(lst, e)
+                    break
+        if k < len(lst):
+            self._pos[i] = k
+            heapq.heappush(self._heap, (prefix + lst[k], i))
 
     def deferred(self) -> list[Shape]:
         return [self._entries[i][1] for i in self._pending]
@@ -97,7 +122,7 @@ class ShapeCursor:
         wanted = None if shapes is None else set(shapes)
         n = 0
         for i in list(self._pending):
-            prefix, shape, lst = self._entries[i]
+            prefix, shape, lst, _again = self._entries[i]
             if wanted is not None and shape not in wanted:
                 continue
             start = self._pending.pop(i)
@@ -116,22 +141,29 @@ class ShapeCursor:
 
 
 class PendingQueue:
-    """Ordered pending jobs of one class; iterable over ids like a list."""
+    """Ordered pending jobs of one class; iterable over ids like a list.
+
+    Jobs queued again after their submission (evicted or re-queued) are also listed apart, per
+    shape: their wait restarted, which `ShapeCursor.defer_until` must know.
+    """
 
     def __init__(self, cls: JobClass) -> None:
         self.cls = cls
         self._shapes: dict[str, dict[Shape, list[Entry]]] = {}
+        self._again: dict[str, dict[Shape, list[Entry]]] = {}
         self._sizes: dict[str, dict[int, int]] = {}          # pool → g → jobs waiting
-        self._members: dict[int, tuple[str, Shape, Entry]] = {}
+        self._members: dict[int, tuple[str, Shape, Entry, bool]] = {}
 
     @classmethod
-    def from_ids(cls_, jobs: Mapping[int, Job], ids: Iterable[int], cls: JobClass) -> PendingQueue:
+    def from_ids(cls_, jobs: Mapping[int, Job], ids: Iterable[int], cls: JobClass,
+                 queued_since: Mapping[int, float] | None = None) -> PendingQueue:
         q = cls_(cls)
         for jid in ids:
-            q.add(jobs[jid])
+            q.add(jobs[jid], None if queued_since is None else queued_since.get(jid))
         return q
 
-    def add(self, job: Job) -> None:
+    def add(self, job: Job, since: float | None = None) -> None:
+        """Queue ``job``; ``since``: when it was (re)queued (default: at its submission)."""
         if job.id in self._members:
             return
         shape = (job.g, job.workers, job.guarantee_h)
@@ -141,17 +173,26 @@ class PendingQueue:
             lst.append(entry)
         else:
             insort(lst, entry)
+        again = since is not None and since != job.submit
+        if again:
+            insort(self._again.setdefault(job.pool, {}).setdefault(shape, []), entry)
         sizes = self._sizes.setdefault(job.pool, {})
         sizes[job.g] = sizes.get(job.g, 0) + 1
-        self._members[job.id] = (job.pool, shape, entry)
+        self._members[job.id] = (job.pool, shape, entry, again)
 
     def remove(self, job_id: int) -> None:
-        pool, shape, entry = self._members.pop(job_id)
+        pool, shape, entry, again = self._members.pop(job_id)
         shapes = self._shapes[pool]
         lst = shapes[shape]
         del lst[bisect_left(lst, entry)]
         if not lst:
             del shapes[shape]
+        if again:
+            requeued = self._again[pool]
+            lst = requeued[shape]
+            del lst[bisect_left(lst, entry)]
+            if not lst:
+                del requeued[shape]
         sizes = self._sizes[pool]
         g = shape[0]
         if sizes[g] == 1:
@@ -178,12 +219,13 @@ class PendingQueue:
         items = [(s, lst) for s, lst in shapes.items() if skip is None or not skip(s)]
         if not items:
             return []
+        again = self._again.get(pool, {})
         if fifo:
-            return [ShapeCursor([((), s, lst) for s, lst in items])]
-        by_g: dict[int, list[tuple[tuple, Shape, list[Entry]]]] = {}
+            return [ShapeCursor([((), s, lst, again.get(s, NONE)) for s, lst in items])]
+        by_g: dict[int, list[ShapeEntries]] = {}
         lp = self.cls is JobClass.LP
         for s, lst in items:
-            by_g.setdefault(s[0], []).append(((s[1],) if lp else (), s, lst))
+            by_g.setdefault(s[0], []).append(((s[1],) if lp else (), s, lst, again.get(s, NONE)))
         return [ShapeCursor(by_g[g]) for g in sorted(by_g, reverse=True)]
 
     def buckets(self, pool: str) -> list[tuple[int, Iterator[int]]]:
@@ -221,11 +263,12 @@ def _ids(cursor: ShapeCursor) -> Iterator[int]:
         yield jid
 
 
-def as_queue(pending: Iterable[int], jobs: Mapping[int, Job], cls: JobClass) -> PendingQueue:
+def as_queue(pending: Iterable[int], jobs: Mapping[int, Job], cls: JobClass,
+             queued_since: Mapping[int, float] | None = None) -> PendingQueue:
     """The engine hands policies a `PendingQueue`; instance rounds carry plain id lists."""
     if isinstance(pending, PendingQueue):
         return pending
-    return PendingQueue.from_ids(jobs, pending, cls)
+    return PendingQueue.from_ids(jobs, pending, cls, queued_since)
 
 
 @dataclass(frozen=True, slots=True)

@@ -353,10 +353,10 @@ def test_refused_jobs_past_their_head_of_line_timeout_are_passed_over_exactly() 
     jumps = []
 
     def replay(walk: bool) -> tuple[str, str, dict]:
-        def defer_until(self: ShapeCursor, stops: object) -> None:
+        def defer_until(self: ShapeCursor, stops: object, stops_since: object) -> None:
             jumps.append(1)
             if not walk:
-                real(self, stops)  # type: ignore[arg-type]
+                real(self, stops, stops_since)  # type: ignore[arg-type]
 
         ShapeCursor.defer_until = defer_until  # type: ignore[method-assign]
         try:
@@ -376,3 +376,33 @@ def test_refused_jobs_past_their_head_of_line_timeout_are_passed_over_exactly() 
     walked = replay(walk=True)
     assert n_jumps > 0, "the case never reached a refused job past its timeout"
     assert jumped == walked
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.one_of(st.none(), st.integers(0, 60))),
+                min_size=1, max_size=40),
+       st.integers(0, 70), st.integers(0, 30))
+def test_defer_until_finds_the_first_later_job_that_holds_the_line(
+        jobs: list[tuple[int, int | None]], now: int, timeout: int) -> None:
+    """The jump bisects over submission times and asks re-queued jobs one by one; it must land
+    where walking every later job of the shape would."""
+    from gfs_opt.pending import PendingQueue
+
+    q = PendingQueue(JobClass.LP)
+    since: dict[int, float] = {}
+    for jid, (submit, requeued_at) in enumerate(jobs):
+        at = float(submit if requeued_at is None else max(submit, requeued_at))
+        since[jid] = at
+        q.add(Job(jid, "o", "A", JobClass.LP, 1000, 1, float(submit), 60.0), at)
+    order = QueueOrder(fifo=True, head_of_line=True, hol_timeout_s=float(timeout))
+
+    def stops(jid: int) -> bool:
+        return order.holds_line(float(now), since[jid])
+
+    (cursor,) = q.cursors("A", fifo=True)
+    first, _shape = next(cursor)
+    cursor.defer_until(stops, lambda t: order.holds_line(float(now), t))
+    got = next(iter(cursor), (None, None))[0]
+    walked = [jid for _s, jid in sorted((float(s), j) for j, (s, _r) in enumerate(jobs))]
+    later = walked[walked.index(first) + 1:]
+    assert got == next((j for j in later if stops(j)), None)

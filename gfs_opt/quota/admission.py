@@ -94,11 +94,14 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     """
     denied: dict[str, int] = {}
     st = rnd.state
-    queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP)
+    queue = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP, rnd.queued_since)
     head_of_line = order.head_of_line
 
+    def holds_since(since: float) -> bool:
+        return order.holds_line(rnd.time, since)
+
     def holds_line(jid: int) -> bool:
-        return order.holds_line(rnd.time, rnd.queued_since.get(jid, rnd.jobs[jid].submit))
+        return holds_since(rnd.queued_since.get(jid, rnd.jobs[jid].submit))
 
     for pool in pools_to_run(rnd, queue.pools()):
         p = st.pool_index.get(pool)
@@ -136,7 +139,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                             break
                         # the shape's later jobs are refused too; walk on to the first that
                         # still holds the line (a long backlog has hundreds that do not)
-                        cursor.defer_until(holds_line)
+                        cursor.defer_until(holds_line, holds_since)
                     else:
                         cursor.defer()
                     continue

@@ -166,9 +166,9 @@ class Simulator:
         r.queued_since = t
         self.queued_since[r.job.id] = t
         if r.job.is_hp:
-            self.hp_q.add(r.job)
+            self.hp_q.add(r.job, t)
         else:
-            self.lp_q.add(r.job)
+            self.lp_q.add(r.job, t)
             self.lp_enqueued[r.job.pool].append((t, r.job.id))
         self.dirty.add(r.job.pool)
 
