@@ -46,7 +46,7 @@ def _smooth(x: np.ndarray, alpha: float, level0: float | None = None) -> np.ndar
     `PY_SMOOTH_BUDGET` points go through a plain loop and only a process that smooths more
     imports scipy (ski rental: never more than about twice the cheaper choice). Both compute
     the same floating-point operations in the same order, so the result does not depend on which
-    one ran (tests/test_forecast_ets.py checks bit equality).
+    one ran (tests/test_forecast_models.py checks bit equality).
     """
     global _py_smoothed
     prev = float(x[0] if level0 is None else level0)
