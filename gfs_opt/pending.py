@@ -102,7 +102,8 @@ class ShapeCursor:
         k = lo
         if again and start < len(lst):
             end = lst[k] if k < len(lst) else None
-            for e in again[bisect_left(again, lst[start]):]:
+            for j in range(bisect_left(again, lst[start]), len(again)):
+                e = again[j]
                 if end is not None and e >= end:
                     break
                 if stops(e[1]):

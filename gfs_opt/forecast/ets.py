@@ -139,12 +139,8 @@ class SeasonalETS(BaseForecaster):
                        n_old: int) -> _EtsState:
         hours = data.start_hour + np.arange(n_old, len(data.y))
         x = data.y[n_old:] - state.profile[hours % 24]
-        if len(x) <= 8:  # the hourly case: a plain loop beats lfilter's set-up cost
-            level, a = float(state.levels[-1]), state.alpha
-            new = np.empty(len(x))
-            for i, v in enumerate(x):
-                level = a * float(v) + (1.0 - a) * level
-                new[i] = level
+        if len(x) <= 8:  # the hourly case: the plain loop beats lfilter's set-up cost at any budget
+            new = _smooth_loop(x, state.alpha, float(state.levels[-1]))
         else:
             new = _smooth(x, state.alpha, float(state.levels[-1]))
         state.levels = np.concatenate([state.levels, new])
