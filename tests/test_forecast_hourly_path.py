@@ -14,9 +14,18 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gfs_opt.forecast import make_forecaster
-from gfs_opt.forecast.base import BaseForecaster, SeriesData, split_series
+from gfs_opt.forecast.base import (
+    MIN_ERRORS,
+    BaseForecaster,
+    SeriesData,
+    cold_start_std,
+    split_series,
+)
+from gfs_opt.forecast.calibration import lead_spreads
 from gfs_opt.forecast.provider import ForecastProvider
 from gfs_opt.forecast.series import HOUR_S, HourlyMaxSeries
 
@@ -169,3 +178,61 @@ def test_update_series_equals_update() -> None:
         [SeriesData(d.key, d.start_hour, d.y) for d in split_series(new)][::-1])
     pd.testing.assert_frame_equal(a.predict(4), b.predict(4), check_exact=True)
     assert list(a.series_) == list(b.series_)
+
+
+def reference_forecasts(m: BaseForecaster, horizon: int) -> dict[str, tuple[bytes, ...]]:
+    """`forecasts` as it was before the spread read its blocks in place: each series' error
+    rows concatenated (`calibration_errors`), `lead_spreads`, then clipping series by series."""
+    raw, errors = {}, {}
+    for key, data in m.series_.items():
+        fc = m._forecast(key, m.states_[key], data, horizon)
+        raw[key] = np.asarray(fc.mean, dtype=float)
+        assert fc.std is None, "a model with its own spread: not what this reference covers"
+        errors[key] = m.calibration_errors(key, horizon)
+    keys = list(raw)
+    window = m._calibration_hours()
+    cold = np.array([cold_start_std(m.series_[k].y[-window:])
+                     if np.count_nonzero(~np.isnan(errors[k][:, 0])) < MIN_ERRORS else 0.0
+                     for k in keys])
+    std, offsets = lead_spreads([errors[k] for k in keys], horizon, m.quantiles, cold, MIN_ERRORS)
+    out = {}
+    for i, key in enumerate(keys):
+        q = [np.maximum(raw[key] + offsets[lv][i], 0.0).tobytes() for lv in m.quantiles]
+        out[key] = (np.maximum(raw[key], 0.0).tobytes(), np.maximum(std[i], 0.0).tobytes(), *q)
+    return out
+
+
+@pytest.mark.parametrize("model", ["ets", "prophet"])
+def test_forecasts_equal_the_spread_of_concatenated_rows(model: str) -> None:
+    """The hourly spread stacks each series' error blocks without concatenating them and clips
+    all series at once: the same bytes as the per-series route, with stored rows in play."""
+    checked = {"n": 0}
+
+    def check(provider: ForecastProvider, hour: int) -> None:
+        m = provider.model
+        if not isinstance(m, BaseForecaster) or not m.is_fitted:
+            return
+        for horizon in ((4, 7) if hour % 13 == 0 else (4,)):
+            fcs = m.forecasts(horizon)
+            got = {k: (f.mean.tobytes(), f.std.tobytes(),  # type: ignore[union-attr]
+                       *(f.quantiles[lv].tobytes() for lv in m.quantiles))  # type: ignore[index]
+                   for k, f in fcs.items()}
+            assert got == reference_forecasts(m, horizon), hour
+            checked["n"] += 1
+
+    inner = (make_forecaster("prophet", window_h=24 * 3, min_fit_hours=24, calibration_window_h=40,
+                             quantiles=(0.1, 0.9))
+             if model == "prophet" else make_forecaster("ets", calibration_window_h=40,
+                                                         quantiles=(0.1, 0.9)))
+    drive(ForecastProvider(inner), 24 * (5 if model == "prophet" else 7), {24 * 4 + 2}, check)
+    assert checked["n"] > 60
+    assert any(len(v[0]) for v in inner.oos_errors_.values()), "no stored rows were exercised"
+
+
+@settings(max_examples=200, deadline=None)
+@given(start=st.integers(-5, 5), n_y=st.integers(0, 8), first=st.integers(-12, 14),
+       n=st.integers(0, 12))
+def test_values_from_equals_values_at(start: int, n_y: int, first: int, n: int) -> None:
+    data = SeriesData("s", start, np.arange(n_y, dtype=float) + 0.5)
+    want = data.values_at(first + np.arange(n))
+    assert data.values_from(first, n).tobytes() == want.tobytes()

@@ -286,9 +286,10 @@ def test_shared_preprocessing_gives_prophets_inputs_bit_for_bit() -> None:
 @pytest.mark.parametrize("solver", ["map", "stan"])
 def test_fits_derived_from_a_window_template_equal_full_fits(
         solver: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Series 2.. of a refit are fitted from the first model on the same hours (`refit_like`):
-    parameters, Prophet's mean and forecasts equal those of full ``Prophet.fit`` calls, bit
-    for bit, over a cold and a warm-started refit."""
+    """Series 2.. of a refit are fitted from the first model on the same hours, and a later
+    refit's first series from the last refit's model (`refit_like`): parameters, Prophet's mean
+    and forecasts equal those of full ``Prophet.fit`` calls, bit for bit, over a cold and a
+    warm-started refit."""
     import gfs_opt.forecast.prophet_model as pm
 
     hist, _ = frame(24 * 10, n_series=4, weekly=4.0)
@@ -308,7 +309,9 @@ def test_fits_derived_from_a_window_template_equal_full_fits(
         preds = [model.fit(day1).predict(6), model.fit(hist).predict(6)]
         runs.append((model, preds))
     (derived, a), (full, b) = runs
-    assert derived_fits == [True] * 6          # 3 of 4 series per refit, two refits
+    # 3 of 4 series in the first refit; all 4 in the second, whose first series is derived
+    # from the template the first refit left (`SharedFit.clear` keeps the newest)
+    assert derived_fits == [True] * 7
     for key, state in full.states_.items():
         other = derived.states_[key]
         for name, value in state.model.params.items():
@@ -517,3 +520,32 @@ def test_ets_smoothing_switches_to_scipy_after_its_budget(monkeypatch: pytest.Mo
     first, second, third = (ets_module._smooth(x, 0.2) for _ in range(3))
     assert ets_module._py_smoothed == 200      # two loops, then the filter
     assert first.tobytes() == second.tobytes() == third.tobytes()
+
+
+def _phi_scores_one_by_one(r: np.ndarray, leads: int) -> tuple[list[float], int]:
+    """`phi_scores` as first written: one φ at a time, one lead at a time."""
+    from gfs_opt.forecast.prophet_model import PHIS
+
+    scores, count = [], 0
+    for phi in PHIS:
+        score, count = 0.0, 0
+        for lead in range(1, leads + 1):
+            if len(r) <= lead:
+                break
+            e = r[lead:] - phi ** lead * r[:-lead]
+            score += float(np.sum(e * e))
+            count += len(e)
+        scores.append(score)
+    return scores, count
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(0, 800), leads=st.integers(1, 6), scale=st.sampled_from([1e-3, 1.0, 1e3]),
+       walk=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_phi_scores_all_at_once_equal_one_by_one(n: int, leads: int, scale: float, walk: bool,
+                                                 seed: int) -> None:
+    from gfs_opt.forecast.prophet_model import phi_scores
+
+    r = np.random.default_rng(seed).normal(0, scale, n)
+    r = np.cumsum(r) if walk else r
+    assert phi_scores(r, leads) == _phi_scores_one_by_one(r, leads)

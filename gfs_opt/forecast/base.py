@@ -50,7 +50,7 @@ from scipy.special import ndtri  # = scipy.stats.norm.ppf, without importing sci
 from threadpoolctl import threadpool_limits
 
 from gfs_opt.errors import GfsError
-from gfs_opt.forecast.calibration import draw, lead_spreads
+from gfs_opt.forecast.calibration import draw, stack_parts, stacked_spreads
 
 HOUR = pd.Timedelta(hours=1)
 HISTORY_COLUMNS = ("ds", "series", "y")
@@ -129,6 +129,16 @@ class SeriesData:
 
     def future_ds(self, horizon: int) -> pd.DatetimeIndex:
         return pd.date_range(self.end + HOUR, periods=horizon, freq="h")
+
+    def values_from(self, first: int, n: int) -> np.ndarray:
+        """``values_at(first + arange(n))`` by slicing: observed values of ``n`` consecutive
+        hours from absolute hour ``first``, NaN outside the observed range."""
+        out = np.full(n, np.nan)
+        off = first - self.start_hour
+        lo, hi = max(off, 0), min(off + n, len(self.y))
+        if hi > lo:
+            out[lo - off: hi - off] = self.y[lo:hi]
+        return out
 
     def values_at(self, hours: np.ndarray) -> np.ndarray:
         """Observed values at absolute hours (any shape); NaN outside the observed range."""
@@ -278,7 +288,17 @@ class BaseForecaster:
     # ---- fit / update --------------------------------------------------------------------------
     def fit(self, history: pd.DataFrame) -> Self:
         t0 = time.perf_counter()
-        series = {s.key: s for s in split_series(self._trim(history))}
+        return self._fit({s.key: s for s in split_series(self._trim(history))}, t0)
+
+    def fit_series(self, series: Iterable[SeriesData]) -> Self:
+        """``fit`` from series already split into regular hourly arrays (as `split_series`
+        yields them from a frame `_trim` has cut: finite values, no gaps), skipping the frame;
+        the daily path of `ForecastProvider`. Series are taken in key order, as ``fit`` takes
+        them."""
+        t0 = time.perf_counter()
+        return self._fit({s.key: s for s in sorted(series, key=lambda s: s.key)}, t0)
+
+    def _fit(self, series: dict[str, SeriesData], t0: float) -> Self:
         prev: dict[str, Any] = {}
         if self.is_fitted:
             # the forecasts issued since the last fit are scored before their model is replaced
@@ -415,19 +435,30 @@ class BaseForecaster:
         out-of-sample rows since its fit, in-sample rows before), over the last window of origins.
         (Row order: the current model's rows not covered by stored ones, then the stored rows,
         each by origin — the spread's sums follow this order.)"""
+        parts = self._calibration_parts(key, horizon)
+        return parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
+
+    def _calibration_parts(self, key: str, horizon: int) -> tuple[np.ndarray, ...]:
+        """`calibration_errors` as the blocks it concatenates, in order (views valid until the
+        next call): the hourly spread copies them once, into its stacked array."""
         data = self.series_[key]
         end = data.end_hour
         lo = max(end - self._calibration_hours(), data.start_hour)
         current = self._current_rows(key, lo, end, horizon)   # origins lo .. end−1 (a view)
         stored = self.oos_errors_.get(key)
         if stored is None:
-            return current.copy()
+            return (current,)
         origins, i0, i1, rows = self._stored_rows(key, stored, lo, end, horizon)
         if i1 <= i0:
-            return current.copy()
+            return (current,)
+        a, b = int(origins[i0]) - lo, int(origins[i1 - 1]) - lo + 1
+        if self._stored[key][2] is not None and b - a == i1 - i0:
+            # ascending and consecutive (each fit stores the hours since the last one): the
+            # covered origins are one run, the rest the two slices around it
+            return (*(part for part in (current[:a], current[b:]) if len(part)), rows)
         covered = np.zeros(len(current), dtype=bool)
         covered[origins[i0:i1] - lo] = True
-        return np.concatenate((current[~covered], rows))
+        return (current[~covered], rows)
 
     def _stored_rows(self, key: str, stored: tuple[np.ndarray, np.ndarray], lo: int, end: int,
                      horizon: int) -> tuple[np.ndarray, int, int, np.ndarray]:
@@ -497,32 +528,41 @@ class BaseForecaster:
                 return c_fcs
         out: dict[str, SeriesForecast] = {}
         measured: list[str] = []
-        errors: list[np.ndarray] = []
+        parts: list[tuple[np.ndarray, ...]] = []
         for key, data in self.series_.items():
             fc = self._forecast(key, self.states_[key], data, horizon, n_samples)
             fc.mean = np.asarray(fc.mean, dtype=float)   # raw until clipped below
             if fc.std is None:
                 measured.append(key)
-                errors.append(self.calibration_errors(key, horizon))
+                parts.append(self._calibration_parts(key, horizon))
             out[key] = fc
         if measured:
             window = self._calibration_hours()
             min_errors = int(getattr(self, "min_residuals", MIN_ERRORS))
+            stacked = stack_parts(parts, horizon)
             # the cold spread only matters where lead 1 lacks errors
+            lead1 = np.count_nonzero(~np.isnan(stacked[:, :, 0]), axis=1).tolist()
             cold = np.array([cold_start_std(self.series_[k].y[-window:])
-                             if np.count_nonzero(~np.isnan(e[:, 0])) < min_errors else 0.0
-                             for k, e in zip(measured, errors, strict=True)])
-            std, offsets = lead_spreads(errors, horizon, self.quantiles, cold, min_errors)
+                             if n < min_errors else 0.0
+                             for k, n in zip(measured, lead1, strict=True)])
+            raw_std, offsets = stacked_spreads(stacked, self.quantiles, cold, min_errors)
+            std = np.maximum(raw_std, 0.0)
+            means = np.array([out[k].mean for k in measured]).reshape(len(measured), -1)
+            clipped = {lv: np.maximum(means + offsets[lv], 0.0) for lv in self.quantiles}
             for i, key in enumerate(measured):
                 fc = out[key]
                 fc.std = std[i]
-                fc.quantiles = {lv: fc.mean + offsets[lv][i] for lv in self.quantiles}
+                fc.quantiles = {lv: clipped[lv][i] for lv in self.quantiles}
                 if n_samples:
-                    fc.samples = draw(fc.mean, std[i], errors[i], n_samples, min_errors,
+                    errors = np.concatenate(parts[i])
+                    fc.samples = draw(fc.mean, raw_std[i], errors, n_samples, min_errors,
                                       self._rng(key))
-        for fc in out.values():
+        spread = set(measured)
+        for key, fc in out.items():
             raw = fc.mean
             fc.mean = np.maximum(raw, 0.0)
+            if key in spread:       # std and quantiles clipped above, all levels present
+                continue
             fc.std = np.maximum(np.asarray(fc.std, dtype=float), 0.0)
             q = dict(fc.quantiles or {})
             for level in self.quantiles:

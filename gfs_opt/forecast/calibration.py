@@ -32,10 +32,29 @@ def _stack(errors: Sequence[np.ndarray], horizon: int) -> np.ndarray:
     return out
 
 
+def stack_parts(parts: Sequence[Sequence[np.ndarray]], horizon: int) -> np.ndarray:
+    """`_stack` of each series' error rows given as consecutive blocks of ``horizon`` columns
+    (what `_stack` would make of their concatenation, without making it)."""
+    depth = max((sum(len(p) for p in blocks) for blocks in parts), default=0)
+    out = np.full((len(parts), max(depth, 1), horizon), np.nan)
+    for i, blocks in enumerate(parts):
+        at = 0
+        for p in blocks:
+            out[i, at: at + len(p)] = p
+            at += len(p)
+    return out
+
+
 def lead_spreads(errors: Sequence[np.ndarray], horizon: int, levels: Sequence[float],
                  cold_std: np.ndarray, min_errors: int) -> tuple[np.ndarray, dict[float, np.ndarray]]:
     """Per series and lead 1..horizon: (std (S, H), {level: quantile offset (S, H)})."""
-    a = _stack(errors, horizon)
+    return stacked_spreads(_stack(errors, horizon), levels, cold_std, min_errors)
+
+
+def stacked_spreads(a: np.ndarray, levels: Sequence[float], cold_std: np.ndarray,
+                    min_errors: int) -> tuple[np.ndarray, dict[float, np.ndarray]]:
+    """`lead_spreads` of the errors already stacked (series × rows × leads, NaN-padded)."""
+    horizon = a.shape[2]
     have = ~np.isnan(a)
     count = have.sum(axis=1)                                   # (S, H)
     enough = count >= max(min_errors, 1)

@@ -201,10 +201,16 @@ class SharedFit:
         return self._backend
 
     def clear(self) -> None:
-        """Forget the feature matrices (a new refit uses new hours)."""
+        """Forget the feature matrices (a new refit uses new hours). The newest template stays:
+        a model of other hours derives the next refit's first fit as exactly as a full
+        ``Prophet.fit`` would make it (`refit_like` → `_window_inputs`), without Prophet's
+        preprocessing (≈ 30 ms a refit)."""
         self.features.clear()
         self.x_json.clear()
+        newest = next(reversed(self.templates.items()), None)
         self.templates.clear()
+        if newest is not None:
+            self.templates[newest[0]] = newest[1]
 
 
 @contextlib.contextmanager

@@ -84,7 +84,7 @@ def lasso(h: np.ndarray, b: np.ndarray, lam: float, penalised: np.ndarray,
         # stop at the best zero crossing on the segment and drop it from the active set
         idx = np.flatnonzero(active)
         new = np.zeros_like(theta)
-        new[idx] = np.linalg.solve(h[np.ix_(idx, idx)], b[idx] - lam * sign[idx])
+        new[idx] = np.linalg.solve(h[idx[:, None], idx], b[idx] - lam * sign[idx])
         flipped = penalised & active & (np.sign(new) != sign)
         if flipped.any():
             points = [new]

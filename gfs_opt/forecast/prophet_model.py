@@ -40,6 +40,7 @@ is seeded per series and restored afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -83,17 +84,36 @@ def _ts(hour: int) -> pd.Timestamp:
     return pd.Timestamp(np.datetime64(int(hour), "h"))
 
 
+@functools.lru_cache(maxsize=256)
+def _lead_index(n: int, horizon: int) -> np.ndarray:
+    """Row i, column L−1 → i + L: the residual at lead L after the i-th of n consecutive origins
+    (read-only; the hourly path asks for the same few shapes every hour)."""
+    index = np.arange(1, n + 1)[:, None] + np.arange(horizon)
+    index.flags.writeable = False
+    return index
+
+
+def phi_scores(r: np.ndarray, leads: int) -> tuple[list[float], int]:
+    """Per φ in `PHIS`: the sum of squared errors of ``φ^L·r_t`` over leads 1..leads, and how
+    many errors each sum has."""
+    # all φ at once, one row each: a row's sum is the same pairwise sum as the 1-D one's
+    scores = [0.0] * len(PHIS)
+    count = 0
+    for lead in range(1, leads + 1):
+        if len(r) <= lead:
+            break
+        powers = np.array([phi ** lead for phi in PHIS])
+        e = r[lead:][None, :] - powers[:, None] * r[:-lead][None, :]
+        scores = [s + x for s, x in zip(scores, np.sum(e * e, axis=1).tolist(), strict=True)]
+        count += len(r) - lead
+    return scores, count
+
+
 def choose_phi(r: np.ndarray, leads: int) -> float:
     """AR(1) factor of the residuals minimising the squared error of ``φ^L·r_t`` at leads 1..L."""
+    scores, count = phi_scores(r, leads)
     best, best_score = 0.0, np.inf
-    for phi in PHIS:
-        score, count = 0.0, 0
-        for lead in range(1, leads + 1):
-            if len(r) <= lead:
-                break
-            e = r[lead:] - phi ** lead * r[:-lead]
-            score += float(np.sum(e * e))
-            count += len(e)
+    for phi, score in zip(PHIS, scores, strict=True):
         if count and score / count < best_score - 1e-12:
             best, best_score = phi, score / count
     return best
@@ -409,9 +429,9 @@ class ProphetForecaster(BaseForecaster):
             o0 = int(origins[0])
             self._extend(state, o0 + n - 1 + horizon)
             span = n + horizon
-            y = data.values_at(np.arange(o0, o0 + span))
+            y = data.values_from(o0, span)
             r = y - state.yhat[o0 - state.yhat_start: o0 - state.yhat_start + span]
-            r_target = r[np.arange(1, n + 1)[:, None] + np.arange(horizon)]
+            r_target = r[_lead_index(n, horizon)]
             r_origin = r[:n]
         else:
             target = lead_grid(origins, horizon)

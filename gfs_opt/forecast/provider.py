@@ -86,17 +86,49 @@ class ForecastProvider:
         if t < self.refit_from:
             return False
         t0 = time.perf_counter()
-        hist = self.series.history(since=self._since(t), until=t)
-        if hist.empty:
+        fitted = (self._fit_arrays(self.model, t)
+                  if self.fast and isinstance(self.model, BaseForecaster) else None)
+        if fitted is None:
+            hist = self.series.history(since=self._since(t), until=t)
+            if hist.empty:
+                return False
+            self.model.fit(hist)
+            self._seen = self._hour_index(hist["ds"].max())
+            names = set(hist["series"].unique())
+        elif not fitted:
             return False
-        self.model.fit(hist)
-        self._seen = self._hour_index(hist["ds"].max())
+        else:
+            names = fitted
         self._cache = None
         self.refit_log.append({"t": float(t), "seconds": time.perf_counter() - t0,
-                               "series": float(hist["series"].nunique()),
+                               "series": float(len(names)),
                                "pools": float(len({pool_of(s, self.series_pool)
-                                                   for s in hist["series"].unique()}))})
+                                                   for s in names}))})
         return True
+
+    def _fit_arrays(self, model: BaseForecaster, t: float) -> set[str] | None:
+        """`refit` without the history frame: the series `split_series` would cut from it, after
+        the model's `_trim`, handed over as arrays (`BaseForecaster.fit_series`). The names
+        fitted (empty: no history), or None where the frame path must decide (origin off the
+        hour, non-finite usage)."""
+        base = self._origin_hour()
+        if base is None:
+            return None
+        until = int(t // HOUR_S)
+        since = self._since(t)
+        lo = None if since is None else int(since // HOUR_S)
+        last = self.series.last_complete(until)       # the frame's latest hour, if any
+        if last is None or (lo is not None and last < lo):
+            return set()
+        hours = model.history_hours
+        if hours is not None:          # `_trim`: hours within history_hours of the latest one
+            lo = max(lo if lo is not None else last - hours + 1, last - hours + 1)
+        new = self.series.recent(lo if lo is not None else -(2 ** 62), last + 1)
+        if not new or not all(np.isfinite(y).all() for _, _, y in new):
+            return None if new else set()
+        model.fit_series(SeriesData(name, base + first, y) for name, first, y in new)
+        self._seen = last
+        return {name for name, _, _ in new}
 
     def _condition(self, hour: int) -> int:
         """Update the model with complete hours in (seen, hour); returns how many were added."""

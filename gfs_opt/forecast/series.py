@@ -151,6 +151,14 @@ class HourlyMaxSeries:
                 out.append((self.names[i], self._base + start, block[start - lo:, i].copy()))
         return out
 
+    def last_complete(self, until: int) -> int | None:
+        """Hour index of the latest hour before ``until`` that ``history(until=until·3600)``
+        holds a row for, or None when it holds none."""
+        if self._base is None or self._hour is None or not self._first:
+            return None
+        last = min(self._hour, until - 1)
+        return last if last >= min(self._first) else None
+
     def peaks(self) -> dict[str, float]:
         """Largest hourly value seen so far per series (cheap: no matrix copy)."""
         top = np.zeros(len(self.names))
