@@ -230,7 +230,7 @@ def test_prophet_shared_fit_is_bit_identical_to_plain_prophet() -> None:
         first = m.predict(6)
         preds.append((first, m.fit(hist).predict(6)))
     plain, shared = models
-    assert shared._shared.features and not plain._shared.features   # the shared path ran
+    assert shared._shared.year_grids and not plain._shared.year_grids   # the shared path ran
     for key in plain.states_:
         for name, value in plain.states_[key].model.params.items():
             np.testing.assert_array_equal(shared.states_[key].model.params[name], value)
@@ -385,13 +385,20 @@ def test_year_grid_features_equal_prophets_per_window() -> None:
                      ("2024-12-20 00:00", 24 * 20)):
         ds = pd.DataFrame({"ds": pd.date_range(start, periods=n, freq="h")})
         models = []
-        for m in (import_prophet()(), fast_prophet(shared)):
+        for m in (import_prophet()(), fast_prophet(shared), fast_prophet(shared)):
             m.add_country_holidays("CN")
             m.seasonalities = {}
             m.add_seasonality("daily", 1, 4)
             m.add_seasonality("weekly", 7, 3)
             models.append((m, m.make_all_seasonality_features(ds)))
-        (plain, a), (ours, b) = models
+        (plain, a), (ours, b), (arrays, _) = models
+        # the same training window as arrays (`_window_inputs`' route)
+        arrays.train_holiday_names = None
+        x, priors, cols, modes = arrays.window_features(ds["ds"].to_numpy())
+        assert x.tobytes() == a[0].to_numpy(dtype=float).tobytes() and x.dtype == np.float64
+        assert priors == a[1] and modes == a[3]
+        pd.testing.assert_frame_equal(cols, a[2], check_exact=True)
+        pd.testing.assert_series_equal(arrays.train_holiday_names, plain.train_holiday_names)
         pd.testing.assert_frame_equal(b[0], a[0], check_exact=True)
         assert b[1] == a[1] and b[3] == a[3]
         pd.testing.assert_frame_equal(b[2], a[2], check_exact=True)
@@ -400,9 +407,14 @@ def test_year_grid_features_equal_prophets_per_window() -> None:
         # a prediction window after training (holiday names fixed) and 48 h past it
         later = pd.DataFrame({"ds": pd.date_range(pd.Timestamp(start) + pd.Timedelta(hours=n),
                                                   periods=48, freq="h")})
-        pd.testing.assert_frame_equal(ours.make_all_seasonality_features(later)[0],
-                                      plain.make_all_seasonality_features(later)[0],
+        want = plain.make_all_seasonality_features(later)
+        pd.testing.assert_frame_equal(ours.make_all_seasonality_features(later)[0], want[0],
                                       check_exact=True)
+        # … and as arrays (`_yhat`'s route)
+        x, s_a, s_m = ours.feature_rows(later["ds"].to_numpy()[0], len(later))
+        assert x.tobytes() == want[0].to_numpy().tobytes()
+        assert s_a.tobytes() == want[2]["additive_terms"].to_numpy().tobytes()
+        assert s_m.tobytes() == want[2]["multiplicative_terms"].to_numpy().tobytes()
     assert shared.year_grids
 
 

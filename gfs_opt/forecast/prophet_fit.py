@@ -473,20 +473,24 @@ def _prophet_class() -> type:
                 self.window_inputs = out
             return out
 
+        def _feature_config(self) -> tuple:
+            """What a feature matrix depends on besides the dates."""
+            names = self.train_holiday_names
+            return (repr(sorted((k, sorted(v.items())) for k, v in self.seasonalities.items())),
+                    self.country_holidays, self.holidays_mode,
+                    None if self.holidays is None else id(self.holidays),
+                    None if names is None else tuple(names))
+
         def make_all_seasonality_features(self, df: pd.DataFrame) -> Any:
             if self.extra_regressors or any(p["condition_name"] is not None
                                             for p in self.seasonalities.values()):
                 return super().make_all_seasonality_features(df)
             ds = np.ascontiguousarray(df["ds"].to_numpy(dtype="datetime64[ns]"))
-            names = self.train_holiday_names
-            key = (hashlib.blake2b(ds.tobytes(), digest_size=16).digest(), len(ds),
-                   repr(sorted((k, sorted(v.items())) for k, v in self.seasonalities.items())),
-                   self.country_holidays, self.holidays_mode,
-                   None if self.holidays is None else id(self.holidays),
-                   None if names is None else tuple(names))
+            config = self._feature_config()
+            key = (hashlib.blake2b(ds.tobytes(), digest_size=16).digest(), len(ds), *config)
             cached = self._shared.features.get(key)
             if cached is None:
-                out = self._from_year_grid(ds, key[2:]) or super().make_all_seasonality_features(df)
+                out = self._from_year_grid(ds, config) or super().make_all_seasonality_features(df)
                 if len(self._shared.features) >= _MAX_FEATURES:
                     self._shared.features.clear()
                 self._shared.features[key] = cached = (out, self.train_holiday_names)
@@ -494,6 +498,24 @@ def _prophet_class() -> type:
             if self.train_holiday_names is None and train_names is not None:
                 self.train_holiday_names = train_names.copy()
             return features, list(priors), cols, {k: list(v) for k, v in modes.items()}
+
+        def _year_grid(self, config: tuple, years: tuple[int, int]) -> tuple:
+            """(first hour, features, priors, component columns, modes, holiday names, arrays)
+            of whole calendar years ``years[0]..years[1]``; arrays = (X, additive, multiplicative
+            column weights) as numpy, made on first use."""
+            grid_key = (config, years)
+            grid = self._shared.year_grids.get(grid_key)
+            if grid is None:
+                hours = pd.date_range(f"{years[0]}-01-01", f"{years[1] + 1}-01-01", freq="h",
+                                      inclusive="left")
+                features, priors, cols, modes = super().make_all_seasonality_features(
+                    pd.DataFrame({"ds": hours}))
+                if len(self._shared.year_grids) >= _MAX_GRIDS:
+                    self._shared.year_grids.clear()
+                self._shared.year_grids[grid_key] = grid = [
+                    np.datetime64(hours[0].to_datetime64(), "ns"), features, priors, cols, modes,
+                    self.train_holiday_names, None]
+            return grid
 
         def _from_year_grid(self, ds: np.ndarray, config: tuple) -> Any:
             """Features of contiguous hours as rows of a whole-year grid, or None.
@@ -507,27 +529,55 @@ def _prophet_class() -> type:
             hour = np.timedelta64(1, "h")
             if len(ds) == 0 or np.any(np.diff(ds) != hour):
                 return None
-            first, last = pd.Timestamp(ds[0]), pd.Timestamp(ds[-1])
-            years = (first.year, last.year)
-            grid_key = (config, years)
-            grid = self._shared.year_grids.get(grid_key)
-            if grid is None:
-                hours = pd.date_range(f"{years[0]}-01-01", f"{years[1] + 1}-01-01", freq="h",
-                                      inclusive="left")
-                features, priors, cols, modes = super().make_all_seasonality_features(
-                    pd.DataFrame({"ds": hours}))
-                if len(self._shared.year_grids) >= _MAX_GRIDS:
-                    self._shared.year_grids.clear()
-                self._shared.year_grids[grid_key] = grid = (
-                    np.datetime64(hours[0].to_datetime64(), "ns"), features, priors, cols, modes,
-                    self.train_holiday_names)
-            start, features, priors, cols, modes, names = grid
+            years = (pd.Timestamp(ds[0]).year, pd.Timestamp(ds[-1]).year)
+            start, features, priors, cols, modes, names, _ = self._year_grid(config, years)
             if self.train_holiday_names is None and names is not None:
                 # a training call: Prophet names the holidays of the years covered, as here
                 self.train_holiday_names = names.copy()
             i0 = int((ds[0] - start) // hour)
             rows = features.iloc[i0:i0 + len(ds)].reset_index(drop=True)
             return rows, list(priors), cols.copy(), {k: list(v) for k, v in modes.items()}
+
+        def feature_rows(self, first: np.datetime64,
+                         n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+            """For a fitted model: the feature matrix of ``n`` hours from ``first`` and the
+            additive and multiplicative column weights, as numpy arrays — the numbers
+            ``make_all_seasonality_features`` returns for those hours (its year-grid rows),
+            without a frame per call. None where that route does not apply."""
+            if (n < 1 or self.extra_regressors
+                    or any(p["condition_name"] is not None for p in self.seasonalities.values())
+                    or (self.train_holiday_names is None
+                        and (self.country_holidays is not None or self.holidays is not None))):
+                return None
+            first = np.datetime64(first, "ns")
+            last = first + np.timedelta64(n - 1, "h")
+            years = (pd.Timestamp(first).year, pd.Timestamp(last).year)
+            grid = self._year_grid(self._feature_config(), years)
+            x, s_a, s_m = _grid_arrays(grid)
+            i0 = int((first - grid[0]) // np.timedelta64(1, "h"))
+            return x[i0:i0 + n], s_a, s_m
+
+        def window_features(self, ds: np.ndarray) -> tuple[np.ndarray, list, Any, dict] | None:
+            """``make_all_seasonality_features`` of training hours ``ds`` (contiguous) as
+            (X as a float array, priors, component columns, modes): the year grid's rows
+            without a frame around them. None where that route does not apply."""
+            hour = np.timedelta64(1, "h")
+            if (len(ds) == 0 or self.extra_regressors
+                    or any(p["condition_name"] is not None for p in self.seasonalities.values())
+                    or np.any(np.diff(ds) != hour)):
+                return None
+            ds = ds.astype("datetime64[ns]")
+            years = (pd.Timestamp(ds[0]).year, pd.Timestamp(ds[-1]).year)
+            grid = self._year_grid(self._feature_config(), years)
+            x = _grid_arrays(grid)[0]
+            if x.dtype != np.float64:
+                return None
+            start, _, priors, cols, modes, names, _ = grid
+            if self.train_holiday_names is None and names is not None:
+                self.train_holiday_names = names.copy()
+            i0 = int((ds[0] - start) // hour)
+            return (x[i0:i0 + len(ds)], list(priors), cols.copy(),
+                    {k: list(v) for k, v in modes.items()})
 
     return SharedProphet
 
@@ -605,7 +655,6 @@ def _window_inputs(m: Any, ds: np.ndarray) -> tuple[Any, tuple] | None:
     t = (ds - np.datetime64(m.start)) / np.timedelta64(m.t_scale)
     floor = np.zeros(len(ds))
     m.history_dates = pd.Series(ds, name="ds")
-    frame = pd.DataFrame({"ds": ds, "floor": floor, "t": t})
     hist_size = int(np.floor(len(ds) * m.changepoint_range))
     m.n_changepoints = min(m.configured_n_changepoints, hist_size - 1)
     if m.n_changepoints > 0:
@@ -617,14 +666,28 @@ def _window_inputs(m: Any, ds: np.ndarray) -> tuple[Any, tuple] | None:
         m.changepoints_t = np.array([0])
     if m.country_holidays is not None or m.holidays is not None:
         m.train_holiday_names = None          # the holidays of this window's years
-    features, priors, cols, modes = m.make_all_seasonality_features(frame)
+    rows = m.window_features(ds) if hasattr(m, "window_features") else None
+    if rows is None:
+        frame = pd.DataFrame({"ds": ds, "floor": floor, "t": t})
+        features, priors, cols, modes = m.make_all_seasonality_features(frame)
+        rows = features.to_numpy(dtype=float), priors, cols, modes
+    x, priors, cols, modes = rows
     m.train_component_cols, m.component_modes = cols, modes
     inputs = ModelInputData(
-        T=len(ds), S=len(m.changepoints_t), K=features.shape[1], tau=m.changepoint_prior_scale,
+        T=len(ds), S=len(m.changepoints_t), K=x.shape[1], tau=m.changepoint_prior_scale,
         trend_indicator=0, y=np.zeros(len(ds)), t=t, t_change=m.changepoints_t,
-        X=features.to_numpy(dtype=float), sigmas=list(priors), s_a=cols["additive_terms"],
+        X=x, sigmas=list(priors), s_a=cols["additive_terms"],
         s_m=cols["multiplicative_terms"], cap=np.zeros(len(ds)))
     return inputs, (ds, floor, t)
+
+
+def _grid_arrays(grid: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X, additive, multiplicative column weights) of a year grid as numpy, made once."""
+    if grid[6] is None:
+        cols = grid[3]
+        grid[6] = (grid[1].to_numpy(), cols["additive_terms"].to_numpy(),
+                   cols["multiplicative_terms"].to_numpy())
+    return grid[6]
 
 
 def _window_arrays(template: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

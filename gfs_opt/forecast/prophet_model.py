@@ -322,17 +322,21 @@ class ProphetForecaster(BaseForecaster):
         """
         stamps = (np.datetime64(int(start_h), "h") + np.arange(n)).astype("datetime64[ns]")
         try:
-            names = m.train_holiday_names
-            key = (start_h, n, tuple(names) if names is not None else ())
-            cached = self._features.get(key)
+            # the year grid's rows as arrays (a `fast_prophet` model), else the features of
+            # this window computed once per refit
+            cached = m.feature_rows(stamps[0], n) if hasattr(m, "feature_rows") else None
             if cached is None:
-                features, _, cols, _ = m.make_all_seasonality_features(
-                    pd.DataFrame({"ds": stamps}))
-                cached = (features.to_numpy(), cols["additive_terms"].to_numpy(),
-                          cols["multiplicative_terms"].to_numpy())
-                if len(self._features) >= _FEATURE_CACHE_SIZE:
-                    self._features.clear()
-                self._features[key] = cached
+                names = m.train_holiday_names
+                key = (start_h, n, tuple(names) if names is not None else ())
+                cached = self._features.get(key)
+                if cached is None:
+                    features, _, cols, _ = m.make_all_seasonality_features(
+                        pd.DataFrame({"ds": stamps}))
+                    cached = (features.to_numpy(), cols["additive_terms"].to_numpy(),
+                              cols["multiplicative_terms"].to_numpy())
+                    if len(self._features) >= _FEATURE_CACHE_SIZE:
+                        self._features.clear()
+                    self._features[key] = cached
             x, s_a, s_m = cached
             beta = np.asarray(m.params["beta"][0])
             additive = x @ (beta * s_a) * m.y_scale
