@@ -193,7 +193,7 @@ class SharedFit:
         # the first model fitted on each window of the current refit (see `refit_like`)
         self.templates: dict[tuple, Any] = {}
         # seasonal and holiday features of whole calendar years (they do not depend on y)
-        self.year_grids: dict[tuple, tuple] = {}
+        self.year_grids: dict[tuple, list] = {}
 
     def backend(self) -> Any:
         if self._backend is None:
@@ -499,7 +499,7 @@ def _prophet_class() -> type:
                 self.train_holiday_names = train_names.copy()
             return features, list(priors), cols, {k: list(v) for k, v in modes.items()}
 
-        def _year_grid(self, config: tuple, years: tuple[int, int]) -> tuple:
+        def _year_grid(self, config: tuple, years: tuple[int, int]) -> list:
             """(first hour, features, priors, component columns, modes, holiday names, arrays)
             of whole calendar years ``years[0]..years[1]``; arrays = (X, additive, multiplicative
             column weights) as numpy, made on first use."""
@@ -538,7 +538,7 @@ def _prophet_class() -> type:
             rows = features.iloc[i0:i0 + len(ds)].reset_index(drop=True)
             return rows, list(priors), cols.copy(), {k: list(v) for k, v in modes.items()}
 
-        def feature_rows(self, first: np.datetime64,
+        def feature_rows(self, first: Any,
                          n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
             """For a fitted model: the feature matrix of ``n`` hours from ``first`` and the
             additive and multiplicative column weights, as numpy arrays — the numbers
@@ -549,7 +549,7 @@ def _prophet_class() -> type:
                     or (self.train_holiday_names is None
                         and (self.country_holidays is not None or self.holidays is not None))):
                 return None
-            first = np.datetime64(first, "ns")
+            first = np.asarray(first).astype("datetime64[ns]")[()]
             last = first + np.timedelta64(n - 1, "h")
             years = (pd.Timestamp(first).year, pd.Timestamp(last).year)
             grid = self._year_grid(self._feature_config(), years)
