@@ -9,8 +9,9 @@ mean alone fills the pool): η then sat at its clamp while the quota stayed 0.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -21,10 +22,14 @@ from gfs_opt.model import MILLI, Params, PoolForecast, PoolStatus, Round
 QUOTA_WAIT_S = 3600.0
 
 
+@functools.lru_cache(maxsize=16)
+def _z(rho: float) -> float:
+    return NormalDist().inv_cdf(rho)
+
+
 def demand_bound(forecast: PoolForecast, rho: float, eta: float = 1.0) -> np.ndarray:
     """U_h = μ_h + z_ρ·σ_h/η (GPUs): the HP demand the quota plans for."""
-    z = NormalDist().inv_cdf(rho)
-    return forecast.mean + z * np.maximum(forecast.std, 0.0) / eta
+    return forecast.mean + _z(rho) * np.maximum(forecast.std, 0.0) / eta
 
 
 def free_of_hp(forecast: PoolForecast, capacity: int, rho: float, eta: float = 1.0) -> np.ndarray:
@@ -40,11 +45,17 @@ def class_hours(guarantee_h: float, horizon_h: int) -> int:
 def pool_quota(forecast: PoolForecast | None, capacity: int, eta: float, guarantee_h: float,
                params: Params, has_history: bool = True) -> int:
     """Q_{p,d} = min_{h ≤ d} F_h in milli-GPU; a pool without HP history gets Q = C."""
+    return class_quotas(forecast, capacity, eta, (guarantee_h,), params, has_history)[0]
+
+
+def class_quotas(forecast: PoolForecast | None, capacity: int, eta: float,
+                 guarantee_h: Sequence[float], params: Params,
+                 has_history: bool = True) -> list[int]:
+    """`pool_quota` for several guarantee classes of one pool (F_h computed once)."""
     if forecast is None or not has_history or len(forecast.mean) == 0:
-        return capacity * MILLI
+        return [capacity * MILLI] * len(guarantee_h)
     free = free_of_hp(forecast, capacity, params.rho, eta)
-    hours = class_hours(guarantee_h, len(free))
-    return int(free[:hours].min()) * MILLI
+    return [int(free[:class_hours(d, len(free))].min()) * MILLI for d in guarantee_h]
 
 
 def rule_quotas(rnd: Round, eta: Mapping[str, float] | None = None, *,
@@ -61,9 +72,11 @@ def rule_quotas(rnd: Round, eta: Mapping[str, float] | None = None, *,
         status = rnd.pool_status(pool)
         e = status.eta if eta is None else eta.get(pool, status.eta)
         has = status.has_hp_history if history is None else history.get(pool, status.has_hp_history)
-        cap = rnd.state.capacity_gpus(pool)
-        for d in rnd.params.guarantee_classes:
-            out[(pool, d)] = pool_quota(fcs.get(pool), cap, e, d, rnd.params, has)
+        classes = rnd.params.guarantee_classes
+        quotas = class_quotas(fcs.get(pool), rnd.state.capacity_gpus(pool), e, classes,
+                              rnd.params, has)
+        for d, q in zip(classes, quotas, strict=True):
+            out[(pool, d)] = q
     return out
 
 
