@@ -114,3 +114,48 @@ def test_a_kept_plan_and_a_redone_plan_give_the_same_replay(policy: str) -> None
     assert n_kept == passes            # every pass of these policies plans on the live state
     # only passes that change nothing still match an (empty) plan when it was undone
     assert n_redone_kept < n_kept
+
+
+def test_node_eviction_counts_equal_a_recount_and_are_reused_while_unchanged() -> None:
+    """The per-node counts a round carries are those of the evictions in the last hour and day
+    (recounted here from the engine's eviction log at every refresh); the engine hands the same
+    arrays again while no count has moved, so E(n) is not recomputed for nothing."""
+    import numpy as np
+
+    sim = simulator("gfs")
+    log: list[tuple[float, tuple[int, ...]]] = []       # every eviction, never trimmed
+    real = sim._evict
+
+    def evict(r, t, voluntary, planned=False):  # type: ignore[no-untyped-def]
+        n_before = len(sim.node_evictions)
+        real(r, t, voluntary=voluntary, planned=planned)
+        log.extend(list(sim.node_evictions)[n_before:])
+
+    sim._evict = evict  # type: ignore[method-assign]
+    seen = {"refreshes": 0, "reused": 0, "fresh": 0, "nonzero": 0}
+    last: list[object] = [None, None]
+
+    def on_round(rnd: Round) -> bool:
+        if not rnd.quota_due or rnd.node_evictions_1h is None:
+            return False
+        want = {}
+        for span, name in ((3600.0, "1h"), (86_400.0, "1d")):
+            counts = np.zeros(rnd.state.n_nodes, dtype=np.int64)
+            for t, nodes in log:
+                if t >= rnd.time - span:
+                    for n in nodes:
+                        counts[n] += 1
+            want[name] = counts
+        assert np.array_equal(rnd.node_evictions_1h, want["1h"]), rnd.time
+        assert np.array_equal(rnd.node_evictions_1d, want["1d"]), rnd.time
+        same = rnd.node_evictions_1h is last[0] and rnd.node_evictions_1d is last[1]
+        seen["reused" if same else "fresh"] += 1
+        seen["refreshes"] += 1
+        seen["nonzero"] += int(want["1d"].any())
+        last[:] = [rnd.node_evictions_1h, rnd.node_evictions_1d]
+        return False
+
+    sim.on_round = on_round
+    sim.run()
+    assert seen["refreshes"] > 50 and seen["nonzero"] > 0, seen
+    assert seen["reused"] > 0 and seen["fresh"] > 1, seen

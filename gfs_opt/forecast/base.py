@@ -315,7 +315,7 @@ class BaseForecaster:
             self.states_: dict[str, Any] = {key: self._fit_series(data, prev.get(key))
                                             for key, data in series.items()}
         self.fit_end_ = {key: data.end_hour for key, data in series.items()}
-        self._cache: tuple[int, int, dict[str, SeriesForecast]] | None = None
+        self._cache: tuple[int, int, bool, dict[str, SeriesForecast]] | None = None
         self._rows: dict[str, _RowCache] = {}
         self._stored: dict[str, tuple[Any, int, np.ndarray | None, np.ndarray]] = {}
         self.fit_seconds_ = time.perf_counter() - t0
@@ -517,14 +517,17 @@ class BaseForecaster:
         if int(horizon) != horizon or horizon < 1:
             raise GfsError(f"forecast horizon must be a positive number of hours, got {horizon}")
 
-    def forecasts(self, horizon: int, n_samples: int = 0) -> dict[str, SeriesForecast]:
+    def forecasts(self, horizon: int, n_samples: int = 0,
+                  quantiles: bool = True) -> dict[str, SeriesForecast]:
         """Per-series forecasts (means and quantiles clipped at 0), cached until the next
-        fit or update that adds hours."""
+        fit or update that adds hours. ``quantiles=False``: callers that read only means and
+        spreads (the provider's independent pool sum) skip the measured series' quantiles,
+        which are then None (the means and spreads are the same numbers)."""
         self._check_fitted(horizon)
         horizon = int(horizon)
         if self._cache is not None:
-            c_h, c_n, c_fcs = self._cache
-            if c_h == horizon and c_n >= n_samples:
+            c_h, c_n, c_q, c_fcs = self._cache
+            if c_h == horizon and c_n >= n_samples and (c_q or not quantiles):
                 return c_fcs
         out: dict[str, SeriesForecast] = {}
         measured: list[str] = []
@@ -545,14 +548,15 @@ class BaseForecaster:
             cold = np.array([cold_start_std(self.series_[k].y[-window:])
                              if n < min_errors else 0.0
                              for k, n in zip(measured, lead1, strict=True)])
-            raw_std, offsets = stacked_spreads(stacked, self.quantiles, cold, min_errors)
+            levels = self.quantiles if quantiles else ()
+            raw_std, offsets = stacked_spreads(stacked, levels, cold, min_errors)
             std = np.maximum(raw_std, 0.0)
             means = np.array([out[k].mean for k in measured]).reshape(len(measured), -1)
-            clipped = {lv: np.maximum(means + offsets[lv], 0.0) for lv in self.quantiles}
+            clipped = {lv: np.maximum(means + offsets[lv], 0.0) for lv in levels}
             for i, key in enumerate(measured):
                 fc = out[key]
                 fc.std = std[i]
-                fc.quantiles = {lv: clipped[lv][i] for lv in self.quantiles}
+                fc.quantiles = {lv: clipped[lv][i] for lv in levels} if quantiles else None
                 if n_samples:
                     errors = np.concatenate(parts[i])
                     fc.samples = draw(fc.mean, raw_std[i], errors, n_samples, min_errors,
@@ -569,7 +573,7 @@ class BaseForecaster:
                 if level not in q:
                     q[level] = raw + ndtri(level) * fc.std
             fc.quantiles = {lv: np.maximum(np.asarray(v, dtype=float), 0.0) for lv, v in q.items()}
-        self._cache = (horizon, n_samples, out)
+        self._cache = (horizon, n_samples, quantiles, out)
         return out
 
     def _rng(self, key: str) -> np.random.Generator:

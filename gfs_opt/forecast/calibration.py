@@ -60,7 +60,7 @@ def stacked_spreads(a: np.ndarray, levels: Sequence[float], cold_std: np.ndarray
     enough = count >= max(min_errors, 1)
     safe = np.maximum(count, 1)
     std = np.sqrt(np.nansum(a * a, axis=1) / safe)
-    ordered = np.sort(a, axis=1)                               # NaN sorts last
+    ordered = np.sort(a, axis=1) if len(levels) else a         # NaN sorts last
     offsets: dict[float, np.ndarray] = {}
     for lv in levels:
         pos = lv * (safe - 1)

@@ -230,7 +230,9 @@ class ForecastProvider:
                         steps: int) -> dict[str, PoolForecast]:
         """`_predict` without the prediction frame: the same rows (series in key order, h
         ascending), filtered and summed per pool in the same order."""
-        fcs = model.forecasts(steps)
+        # the independent sum reads means and spreads only
+        with_q = self.aggregation != "independent"
+        fcs = model.forecasts(steps, quantiles=with_q)
         if not fcs:
             return {}
         base = self._origin_hour()
@@ -244,7 +246,7 @@ class ForecastProvider:
         mean = np.concatenate([fcs[k].mean for k in keys])[keep]
         std = np.concatenate([fcs[k].std for k in keys])[keep]
         # the frame's q<ρ> column: the last level of that name (assemble writes them in order)
-        level = [lv for lv in model.quantiles if qcol(lv) == qcol(self.rho)]
+        level = [lv for lv in model.quantiles if with_q and qcol(lv) == qcol(self.rho)]
         q = (np.concatenate([fcs[k].quantiles[level[-1]] for k in keys])[keep]  # type: ignore[index]
              if level else None)
         return pool_forecasts_arrays(series, h[keep], mean, std, q, self.series_pool,

@@ -127,6 +127,7 @@ class Simulator:
         # their per-node counts, kept in step with the two windows (copied out at a refresh)
         self._c1h = np.zeros(self.state.n_nodes, dtype=np.int32)
         self._c1d = np.zeros(self.state.n_nodes, dtype=np.int32)
+        self._counts_moved = True            # since the last copy handed out
         self.quotas: dict[tuple[str, float], int] = {}
         self.hp_usage: dict[tuple[str, str], int] = {}
         self.hour_max: dict[tuple[str, str], int] = {}
@@ -275,6 +276,7 @@ class Simulator:
         for n in nodes:
             self._c1h[n] += 1
             self._c1d[n] += 1
+        self._counts_moved = True
         r.run_id += 1
         self._enqueue(r, t)
 
@@ -294,8 +296,12 @@ class Simulator:
             while window and window[0][0] < t - span:
                 for n in window.popleft()[1]:
                     counts[n] -= 1
-        # fresh arrays: policies recompute E(n) when the arrays they are handed change
-        self.node_evictions_1h, self.node_evictions_1d = self._c1h.copy(), self._c1d.copy()
+                self._counts_moved = True
+        # policies recompute E(n) when the arrays they are handed change: fresh arrays when a
+        # count moved, the same ones otherwise (most refreshes of a calm cluster)
+        if self._counts_moved or self.node_evictions_1h is None:
+            self.node_evictions_1h, self.node_evictions_1d = self._c1h.copy(), self._c1d.copy()
+            self._counts_moved = False
 
     def _oldest_lp_wait(self, pool: str, t: float) -> float:
         """Wait of the pool's longest-waiting LP job since its last (re)queue.
