@@ -60,6 +60,7 @@ class SpotQuota:
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         self.params = params
         self.quotas: Quotas | None = None
+        self._rule: tuple[object, tuple, Quotas] | None = None   # the rule's last inputs, answer
         self.lifted = False
         self.last_eta_update = -float("inf")
         self.diag = {p: QuotaDiagnostics() for p in state.pools}
@@ -117,7 +118,15 @@ class SpotQuota:
                 eta[pool] = status.eta if self.adaptive else 1.0
             history[pool] = self.provider.has_history(pool)
         forecasts = self.provider.pool_forecasts(rnd.time)
-        self.quotas = rule_quotas(rnd, eta, forecasts=forecasts, history=history)
+        # the rule reads the hour's forecasts, η, history and capacity only: the 12 refreshes of
+        # an hour usually ask it the same question
+        asked = (tuple(eta.items()), tuple(history.items()),
+                 tuple(rnd.state.capacity_gpus(p) for p in rnd.state.pools))
+        if self._rule is not None and self._rule[0] is forecasts and self._rule[1] == asked:
+            self.quotas = dict(self._rule[2])
+        else:
+            self.quotas = rule_quotas(rnd, eta, forecasts=forecasts, history=history)
+            self._rule = (forecasts, asked, dict(self.quotas))
         if self._in_window(rnd.time):
             self._note(rnd, eta, forecasts)
         decision.eta = eta

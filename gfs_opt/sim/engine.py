@@ -372,11 +372,12 @@ class Simulator:
         if d.forecasts is not None:
             self.forecasts.clear()
             self.forecasts.update(d.forecasts)
-        if d.hp_history:
-            for pool, has in d.hp_history.items():
+        # every refresh restates both per pool; most restate what the status already says
+        for pool, has in (d.hp_history or {}).items():
+            if self.pool_status[pool].has_hp_history != has:
                 self.pool_status[pool] = replace(self.pool_status[pool], has_hp_history=has)
-        if d.eta:
-            for pool, eta in d.eta.items():
+        for pool, eta in (d.eta or {}).items():
+            if self.pool_status[pool].eta != eta:
                 self.pool_status[pool] = replace(self.pool_status[pool], eta=eta)
         if d.quotas is not None:
             self.quotas.clear()
