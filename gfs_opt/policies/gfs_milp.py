@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from gfs_opt.model import MILLI, ClusterState, Decision, Job, Round, RunningJob
-from gfs_opt.pending import PTS_ORDER
+from gfs_opt.pending import PTS_ORDER, PendingQueue
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import solve_preemption
@@ -110,13 +110,30 @@ class GFSMilpPolicy(GFSPolicy):
         """Pools (that changed since the last pass) with HP waiting while LP work runs there."""
         st = rnd.state
         dirty = rnd.dirty_pools
+        queue = rnd.pending_hp
+        if isinstance(queue, PendingQueue):
+            # by pool: a pool that is clean or runs no LP is not walked at all
+            return {pool for pool in queue.pools()
+                    if (dirty is None or pool in dirty) and st.pool_lp[st.pool_index[pool]] > 0
+                    and any(j not in st.alloc for j in queue.pool_ids(pool))}
         pools = set()
-        for jid in rnd.pending_hp:
+        for jid in queue:
             job = rnd.jobs[jid]
             if (jid not in st.alloc and (dirty is None or job.pool in dirty)
                     and st.pool_lp[st.pool_index[job.pool]] > 0):
                 pools.add(job.pool)
         return pools
+
+    @staticmethod
+    def _waiting(rnd: Round, pools: set[str]) -> list[int]:
+        """HP jobs of ``pools`` still waiting that could start if LP work were evicted, in the
+        queue's order."""
+        st = rnd.state
+        queue = rnd.pending_hp
+        ids = ([j for pool in sorted(pools) for j in queue.pool_ids(pool)]
+               if isinstance(queue, PendingQueue) else
+               [j for j in queue if rnd.jobs[j].pool in pools])
+        return [j for j in ids if j not in st.alloc and may_fit_by_preemption(st, rnd.jobs[j])]
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         """What fits without preemption greedily, then the preemption MILP on the contested
@@ -125,8 +142,7 @@ class GFSMilpPolicy(GFSPolicy):
                 memo=self.fit_memo("hp", preemptive=False))
         pools = self.contested_pools(rnd)
         st = rnd.state
-        waiting = [j for j in rnd.pending_hp if rnd.jobs[j].pool in pools
-                   and j not in st.alloc and may_fit_by_preemption(st, rnd.jobs[j])]
+        waiting = self._waiting(rnd, pools) if pools else []
         if waiting:
             sub = standalone_round(rnd, pending_hp=waiting, pending_lp=[])
             res = solve_preemption(sub, solver=self.solver)
