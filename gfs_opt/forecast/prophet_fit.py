@@ -482,8 +482,7 @@ def _prophet_class() -> type:
                     None if names is None else tuple(names))
 
         def make_all_seasonality_features(self, df: pd.DataFrame) -> Any:
-            if self.extra_regressors or any(p["condition_name"] is not None
-                                            for p in self.seasonalities.values()):
+            if not self._plain_features():
                 return super().make_all_seasonality_features(df)
             ds = np.ascontiguousarray(df["ds"].to_numpy(dtype="datetime64[ns]"))
             config = self._feature_config()
@@ -517,6 +516,20 @@ def _prophet_class() -> type:
                     self.train_holiday_names, None]
             return grid
 
+        def _grid_at(self, ds: np.ndarray, config: tuple) -> tuple[list, int] | None:
+            """The year grid holding contiguous hours ``ds`` (datetime64[ns]) and the row of
+            ``ds[0]`` in it; None when the hours are not contiguous."""
+            hour = np.timedelta64(1, "h")
+            if len(ds) == 0 or np.any(np.diff(ds) != hour):
+                return None
+            grid = self._year_grid(config, (pd.Timestamp(ds[0]).year, pd.Timestamp(ds[-1]).year))
+            return grid, int((ds[0] - grid[0]) // hour)
+
+        def _name_holidays(self, grid: list) -> None:
+            if self.train_holiday_names is None and grid[5] is not None:
+                # a training call: Prophet names the holidays of the years covered, as the grid
+                self.train_holiday_names = grid[5].copy()
+
         def _from_year_grid(self, ds: np.ndarray, config: tuple) -> Any:
             """Features of contiguous hours as rows of a whole-year grid, or None.
 
@@ -526,15 +539,12 @@ def _prophet_class() -> type:
             window inside it — bit for bit (tests/test_forecast_models.py). Series that start
             at different hours then cost one slice each, not one Prophet call (≈ 30 ms) each.
             """
-            hour = np.timedelta64(1, "h")
-            if len(ds) == 0 or np.any(np.diff(ds) != hour):
+            at = self._grid_at(ds, config)
+            if at is None:
                 return None
-            years = (pd.Timestamp(ds[0]).year, pd.Timestamp(ds[-1]).year)
-            start, features, priors, cols, modes, names, _ = self._year_grid(config, years)
-            if self.train_holiday_names is None and names is not None:
-                # a training call: Prophet names the holidays of the years covered, as here
-                self.train_holiday_names = names.copy()
-            i0 = int((ds[0] - start) // hour)
+            grid, i0 = at
+            self._name_holidays(grid)
+            _, features, priors, cols, modes, _, _ = grid
             rows = features.iloc[i0:i0 + len(ds)].reset_index(drop=True)
             return rows, list(priors), cols.copy(), {k: list(v) for k, v in modes.items()}
 
@@ -544,40 +554,36 @@ def _prophet_class() -> type:
             additive and multiplicative column weights, as numpy arrays — the numbers
             ``make_all_seasonality_features`` returns for those hours (its year-grid rows),
             without a frame per call. None where that route does not apply."""
-            if (n < 1 or self.extra_regressors
-                    or any(p["condition_name"] is not None for p in self.seasonalities.values())
+            if (n < 1 or not self._plain_features()
                     or (self.train_holiday_names is None
                         and (self.country_holidays is not None or self.holidays is not None))):
                 return None
             first = np.asarray(first).astype("datetime64[ns]")[()]
-            last = first + np.timedelta64(n - 1, "h")
-            years = (pd.Timestamp(first).year, pd.Timestamp(last).year)
-            grid = self._year_grid(self._feature_config(), years)
+            at = self._grid_at(first + np.arange(n) * np.timedelta64(1, "h"),
+                               self._feature_config())
+            assert at is not None                      # contiguous by construction
+            grid, i0 = at
             x, s_a, s_m = _grid_arrays(grid)
-            i0 = int((first - grid[0]) // np.timedelta64(1, "h"))
             return x[i0:i0 + n], s_a, s_m
 
         def window_features(self, ds: np.ndarray) -> tuple[np.ndarray, list, Any, dict] | None:
             """``make_all_seasonality_features`` of training hours ``ds`` (contiguous) as
             (X as a float array, priors, component columns, modes): the year grid's rows
             without a frame around them. None where that route does not apply."""
-            hour = np.timedelta64(1, "h")
-            if (len(ds) == 0 or self.extra_regressors
-                    or any(p["condition_name"] is not None for p in self.seasonalities.values())
-                    or np.any(np.diff(ds) != hour)):
+            at = (self._grid_at(ds.astype("datetime64[ns]"), self._feature_config())
+                  if self._plain_features() else None)
+            if at is None or _grid_arrays(at[0])[0].dtype != np.float64:
                 return None
-            ds = ds.astype("datetime64[ns]")
-            years = (pd.Timestamp(ds[0]).year, pd.Timestamp(ds[-1]).year)
-            grid = self._year_grid(self._feature_config(), years)
-            x = _grid_arrays(grid)[0]
-            if x.dtype != np.float64:
-                return None
-            start, _, priors, cols, modes, names, _ = grid
-            if self.train_holiday_names is None and names is not None:
-                self.train_holiday_names = names.copy()
-            i0 = int((ds[0] - start) // hour)
-            return (x[i0:i0 + len(ds)], list(priors), cols.copy(),
+            grid, i0 = at
+            self._name_holidays(grid)
+            _, _, priors, cols, modes, _, _ = grid
+            return (_grid_arrays(grid)[0][i0:i0 + len(ds)], list(priors), cols.copy(),
                     {k: list(v) for k, v in modes.items()})
+
+        def _plain_features(self) -> bool:
+            """No extra regressors or conditional seasonalities: features are the hour's alone."""
+            return not self.extra_regressors and all(
+                p["condition_name"] is None for p in self.seasonalities.values())
 
     return SharedProphet
 
