@@ -133,7 +133,21 @@ class GFSMilpPolicy(GFSPolicy):
         ids = ([j for pool in sorted(pools) for j in queue.pool_ids(pool)]
                if isinstance(queue, PendingQueue) else
                [j for j in queue if rnd.jobs[j].pool in pools])
-        return [j for j in ids if j not in st.alloc and may_fit_by_preemption(st, rnd.jobs[j])]
+        # the test reads the gang's pool and shape only, and the state does not move here: a
+        # long backlog asks it once per shape, not once per job
+        fits: dict[tuple[str, int, int], bool] = {}
+        out = []
+        for j in ids:
+            if j in st.alloc:
+                continue
+            job = rnd.jobs[j]
+            shape = (job.pool, job.g, job.workers)
+            ok = fits.get(shape)
+            if ok is None:
+                ok = fits[shape] = may_fit_by_preemption(st, job)
+            if ok:
+                out.append(j)
+        return out
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         """What fits without preemption greedily, then the preemption MILP on the contested
