@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from gfs_opt.model import MILLI, ClusterState, Decision, Job, Round, RunningJob
-from gfs_opt.pending import PTS_ORDER, PendingQueue
+from gfs_opt.model import MILLI, ClusterState, Decision, Job, JobClass, Round, RunningJob
+from gfs_opt.pending import PTS_ORDER, PendingQueue, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import solve_preemption
@@ -110,19 +110,11 @@ class GFSMilpPolicy(GFSPolicy):
         """Pools (that changed since the last pass) with HP waiting while LP work runs there."""
         st = rnd.state
         dirty = rnd.dirty_pools
-        queue = rnd.pending_hp
-        if isinstance(queue, PendingQueue):
-            # by pool: a pool that is clean or runs no LP is not walked at all
-            return {pool for pool in queue.pools()
-                    if (dirty is None or pool in dirty) and st.pool_lp[st.pool_index[pool]] > 0
-                    and any(j not in st.alloc for j in queue.pool_ids(pool))}
-        pools = set()
-        for jid in queue:
-            job = rnd.jobs[jid]
-            if (jid not in st.alloc and (dirty is None or job.pool in dirty)
-                    and st.pool_lp[st.pool_index[job.pool]] > 0):
-                pools.add(job.pool)
-        return pools
+        queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
+        # by pool: a pool that is clean or runs no LP is not walked at all
+        return {pool for pool in queue.pools()
+                if (dirty is None or pool in dirty) and st.pool_lp[st.pool_index[pool]] > 0
+                and any(j not in st.alloc for j in queue.pool_ids(pool))}
 
     @staticmethod
     def _waiting(rnd: Round, pools: set[str]) -> list[int]:

@@ -127,7 +127,7 @@ class Simulator:
         # their per-node counts, kept in step with the two windows (copied out at a refresh)
         self._c1h = np.zeros(self.state.n_nodes, dtype=np.int32)
         self._c1d = np.zeros(self.state.n_nodes, dtype=np.int32)
-        self._counts_moved = True            # since the last copy handed out
+        self._counts_moved = True            # since the last copy handed out (none yet)
         self.quotas: dict[tuple[str, float], int] = {}
         self.hp_usage: dict[tuple[str, str], int] = {}
         self.hour_max: dict[tuple[str, str], int] = {}
@@ -299,7 +299,7 @@ class Simulator:
                 self._counts_moved = True
         # policies recompute E(n) when the arrays they are handed change: fresh arrays when a
         # count moved, the same ones otherwise (most refreshes of a calm cluster)
-        if self._counts_moved or self.node_evictions_1h is None:
+        if self._counts_moved:
             self.node_evictions_1h, self.node_evictions_1d = self._c1h.copy(), self._c1d.copy()
             self._counts_moved = False
 
