@@ -77,6 +77,53 @@ def test_hard_guarantee_greedy_is_rejected_not_preferred() -> None:
     assert check_decision(rnd, res.decision) == []
 
 
+def test_greedy_image_that_breaks_the_model_is_no_phase1_answer() -> None:
+    """Phase 1 is read off the greedy only if the greedy's image is a solution of the model: the
+    same image without its evictions leaves GPUs over-full and is refused."""
+    rnd = load_round(INSTANCES / "tiny-02-window-penalty.json")
+    greedy = greedy_preemption(rnd)
+    assert greedy.victims
+    pm = pmilp.build_model(rnd, keep_nodes={n for pl in greedy.placements.values() for n, _ in pl})
+    hint = pmilp.warm_start(rnd, pm, greedy)
+    assert hint is not None and pmilp.satisfies(pm.model, hint)
+    assert pmilp._phase1_by_bound(pm, greedy, [hint]) is not None
+    kept = {**hint, **{v: 0.0 for v in pm.block.z.values()}}
+    assert not pmilp.satisfies(pm.model, kept)
+    assert pmilp._phase1_by_bound(pm, greedy, [kept]) is None
+    # a greedy that evicts a protected job has no image at all: phase 1 is solved
+    hard = load_round(INSTANCES / "tiny-05-all-in-window-hard.json")
+    res = solve_preemption(hard)
+    assert res.phase1 is not None and res.phase1.time_s > 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contested_rounds(max_nodes=5, max_pending=4))
+def test_phase1_read_off_the_greedy_is_the_solved_optimum(rnd: Round) -> None:
+    """When the greedy places every gang, phase 1 is not solved; the answer (P, then C) is the
+    one the full two-phase solve finds."""
+    from unittest import mock
+
+    res = solve_preemption(rnd, solver=EXACT)
+    with mock.patch.object(pmilp, "_phase1_by_bound", lambda *a: None):
+        solved = solve_preemption(rnd, solver=EXACT)
+    assert solved.phase1 is not None and res.phase1 is not None
+    assert res.phase1.objective == pytest.approx(solved.phase1.objective)
+    assert res.score.placed == solved.score.placed
+    assert res.score.eviction_cost == pytest.approx(solved.score.eviction_cost, rel=1e-6, abs=1e-6)
+    assert check_decision(rnd, res.decision) == []
+
+
+def test_phase1_is_read_off_a_greedy_that_places_everything() -> None:
+    rnd = load_round(INSTANCES / "tiny-02-window-penalty.json")
+    greedy = greedy_preemption(rnd)
+    res = solve_preemption(rnd, solver=EXACT, greedy=greedy)
+    assert res.phase1 is not None and res.phase2 is not None
+    assert set(greedy.placements) == set(res.decision.placements)
+    assert res.phase1.time_s == 0.0 and res.phase1.gap == 0.0     # no solve
+    assert res.phase1.bound == res.phase1.objective == res.score.placed
+    assert res.score.eviction_cost < score(rnd, greedy).eviction_cost   # phase 2 still improves
+
+
 def test_checker_catches_broken_decisions() -> None:
     rnd = make_round([("A", 4)], [(job(1, "HP", 2), ((0, (0, 1)),), 0.0),
                                  (job(2, "LP", 2), ((0, (2, 3)),), 7000.0)],

@@ -4,12 +4,15 @@ One model places every pending HP gang at once and chooses LP victims, exactly a
 (`gfs_opt.preempt.block` builds the placement part). The objective is lexicographic
 (`gfs_opt.preempt.objective`): phase 1 maximises the waiting-weighted HP value P; phase 2 pins P
 and minimises the eviction cost C. Warm start: the greedy PTS pass; on time-out or failure the
-greedy answer is returned, flagged as a fallback.
+greedy answer is returned, flagged as a fallback. When the greedy places every gang of the model
+and its image is a solution, phase 1's optimum is known (Σ_i v_i) and only phase 2 is solved.
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortools.math_opt.python import mathopt
@@ -145,7 +148,9 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         res.phase1 = p1
         return _finish(rnd, pm, res, p1, None, opts, solver, t0)
 
-    p1 = run_solver(pm.model, solver, hints=hints)
+    p1 = _phase1_by_bound(pm, greedy, hints)
+    if p1 is None:
+        p1 = run_solver(pm.model, solver, hints=hints)
     res.phase1 = p1
     p2 = None
     left = solver.time_limit - (time.perf_counter() - t0)
@@ -154,7 +159,8 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         pin = pm.model.add_linear_constraint(pm.placed >= best_p - 0.5, name="pin_placed_value")
         pm.model.minimize(pm.evicted)
         # cheapest first: some back-ends (CP-SAT) use only the first hint
-        hints2 = sorted([p1.values, *(h for h in hints if _placed_of(pm, h) >= best_p - 0.5)],
+        hints2 = sorted([p1.values, *(h for h in hints if h is not p1.values
+                                      and _placed_of(pm, h) >= best_p - 0.5)],
                         key=lambda h: _cost_of(pm, h))
         p2 = run_solver(pm.model, solver, time_limit=left, hints=hints2)
         res.phase2 = p2
@@ -162,6 +168,35 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         pm.model.delete_linear_constraint(pin)
         pm.model.maximize(pm.placed)
     return _finish(rnd, pm, res, p1, p2, opts, solver, t0)
+
+
+def _phase1_by_bound(pm: PreemptModel, greedy: Decision | None,
+                     hints: list[dict[mathopt.Variable, float]]) -> Outcome | None:
+    """Phase 1's answer without a solve when the greedy's image places every gang of the model
+    and satisfies every constraint: P cannot exceed Σ_i v_i, so that image is an optimal phase-1
+    solution (bound Σ_i v_i, gap 0), and phase 2 starts from it. None otherwise (then solve)."""
+    if greedy is None or not hints or not all(j in greedy.placements for j in pm.u):
+        return None
+    values = hints[0]
+    if not all(values.get(v, 0.0) > 0.5 for v in pm.u.values()) or not satisfies(pm.model, values):
+        return None
+    upper = float(sum(pm.value.values()))
+    return Outcome("optimal", upper, upper, 0.0, 0.0, values)
+
+
+def satisfies(model: mathopt.Model, values: Mapping[mathopt.Variable, float],
+              tol: float = 1e-6) -> bool:
+    """Whether ``values`` (missing variables read as 0) meet every bound and linear constraint
+    of ``model`` — integrality aside, which hints built from a decision have by construction."""
+    for v in model.variables():
+        x = values.get(v, 0.0)
+        if x < v.lower_bound - tol or x > v.upper_bound + tol:
+            return False
+    activity: dict[mathopt.LinearConstraint, float] = defaultdict(float)
+    for e in model.linear_constraint_matrix_entries():
+        activity[e.linear_constraint] += e.coefficient * values.get(e.variable, 0.0)
+    return all(c.lower_bound - tol <= activity[c] <= c.upper_bound + tol
+               for c in model.linear_constraints())
 
 
 def _placed_of(pm: PreemptModel, values: dict[mathopt.Variable, float]) -> float:
