@@ -145,6 +145,15 @@ class ClusterState:
         self.gpu_hp = np.zeros(self.n_gpus, dtype=np.int32)
         # per-node counters: fully free GPUs, GPUs with any HP, GPUs with LP but no HP
         self.node_free = self.node_gpus.copy()
+        # per pool, how many nodes have f fully free GPUs (index f): "does any node have k free
+        # GPUs" and whole-GPU worker slots without a pass over the pool's nodes
+        self._node_pool: list[int] = pidx
+        self.free_hist: list[list[int]] = [[0] * (int(self.node_gpus.max(initial=0)) + 1)
+                                           for _ in self.pools]
+        for pi, n_gpus in zip(pidx, node_gpus, strict=True):
+            self.free_hist[pi][int(n_gpus)] += 1
+        # per pool, partly used GPUs by their usage: "does any shared GPU fit g" without a pass
+        self.partial_used: list[dict[int, int]] = [{} for _ in self.pools]
         self.node_hp_gpus = np.zeros(self.n_nodes, dtype=np.int32)
         self.node_lp_gpus = np.zeros(self.n_nodes, dtype=np.int32)
         self.gpu_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_gpus)]
@@ -270,9 +279,23 @@ class ClusterState:
         if dh:
             self.gpu_hp[gi] = h1
         node = self._gpu_node[gi]
+        if 0 < u0 < MILLI or 0 < u1 < MILLI:
+            part = self.partial_used[self._node_pool[node]]
+            if 0 < u0 < MILLI:
+                left = part[u0] - 1
+                if left:
+                    part[u0] = left
+                else:
+                    del part[u0]
+            if 0 < u1 < MILLI:
+                part[u1] = part.get(u1, 0) + 1
         d_free = (u1 == 0) - (u0 == 0)
         if d_free:
-            self.node_free[node] += d_free
+            f0 = int(self.node_free[node])
+            self.node_free[node] = f0 + d_free
+            hist = self.free_hist[self._node_pool[node]]
+            hist[f0] -= 1
+            hist[f0 + d_free] += 1
         d_hp = (h1 > 0) - (h0 > 0)
         if d_hp:
             self.node_hp_gpus[node] += d_hp
@@ -341,6 +364,8 @@ class ClusterState:
         new.gpu_jobs = [dict(d) for d in self.gpu_jobs]
         new.node_jobs = [set(s) for s in self.node_jobs]
         new.alloc = dict(self.alloc)
+        new.free_hist = [list(h) for h in self.free_hist]
+        new.partial_used = [dict(d) for d in self.partial_used]
         new._journal = None
         return new
 
@@ -368,7 +393,37 @@ class ClusterState:
                                           if self.n_gpus else [])
         if self.n_gpus and not np.array_equal(free, self.node_free):
             problems.append("per-node free counters disagree with allocations")
+        hist = [[0] * len(h) for h in self.free_hist]
+        for node, f in enumerate(np.asarray(free, dtype=np.int64).tolist()):
+            hist[self._node_pool[node]][f] += 1
+        if hist != self.free_hist:
+            problems.append("per-pool free-GPU histograms disagree with allocations")
+        part: list[dict[int, int]] = [{} for _ in self.pools]
+        for gi, u in enumerate(used.tolist()):
+            if 0 < u < MILLI:
+                d = part[self._node_pool[self._gpu_node[gi]]]
+                d[u] = d.get(u, 0) + 1
+        if part != self.partial_used:
+            problems.append("per-pool partly-used GPU counts disagree with allocations")
         return problems
+
+    def fits_shared(self, pool: int, g: int) -> bool:
+        """Whether some partly used GPU of a pool has ``g`` milli left."""
+        part = self.partial_used[pool]
+        return bool(part) and min(part) <= MILLI - g
+
+    def max_free(self, pool: int) -> int:
+        """The most fully free GPUs on any node of a pool."""
+        hist = self.free_hist[pool]
+        for f in range(len(hist) - 1, 0, -1):
+            if hist[f]:
+                return f
+        return 0
+
+    def whole_slots(self, pool: int, k: int) -> int:
+        """Σ_n ⌊free_n / k⌋ over a pool's nodes: workers of k whole GPUs that fit side by side."""
+        hist = self.free_hist[pool]
+        return sum(c * (f // k) for f, c in enumerate(hist) if c and f >= k)
 
 
 @dataclass(slots=True)

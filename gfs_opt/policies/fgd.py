@@ -62,9 +62,9 @@ class FragmentationGradient:
             k, extra = 1, MILLI - job.g
         else:
             k, extra = gpus_per_worker(job.g), 0
-        ok = free >= k
-        if not ok.any():
+        if state.max_free(pool) < k:
             return None
+        ok = free >= k
         delta = self.frag[np.maximum(free - k, 0)] - self.frag[free] + extra
         key = np.where(ok, delta * 64.0 + free, np.inf)  # ties → best fit
         node = lo + int(np.argmin(key))

@@ -275,14 +275,16 @@ def _cached(cache: ChoiceCache | None, node: int, key: tuple[int, int],
 
 def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
                           e_score: np.ndarray | None, use_history: bool = True,
-                          cache: ChoiceCache | None = None,
+                          cache: ChoiceCache | None = None, free_tried: bool = False,
                           ) -> tuple[Placement, list[int]] | None:
     """All workers of an HP gang, evicting LP where needed; all or nothing.
 
     Each worker first tries a free spot, then the rule's preemptive choice. Victims are released
     tentatively so later workers see the freed GPUs; everything is undone before returning.
     ``cache`` (see `preemptive_worker`) may outlive the call: nodes this gang touched are
-    dropped from it on return; the caller drops the nodes it then changes.
+    dropped from it on return; the caller drops the nodes it then changes. ``free_tried``: the
+    caller has just found no free spot for this job with the same best fit (a single worker
+    then goes straight to the preemptive choice).
     """
     st = ctx.state
     p = st.pool_index[job.pool]
@@ -296,7 +298,7 @@ def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
     if cache is None:
         cache = {}
     if job.workers == 1:  # nothing to hold for later workers
-        wp = place_worker(st, job, e_score, use_history)
+        wp = None if free_tried else place_worker(st, job, e_score, use_history)
         if wp is not None:
             return (wp,), []
         ch = preemptive_worker(ctx, job, rule, cache)

@@ -85,7 +85,9 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                         ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(pool),
                                              st.capacity_gpus(pool), rnd.params.eval_length,
                                              rnd.params.restart_overhead)
-                        res = place_gang_preemptive(ctx, job, victims, e_score, use_history, cache)
+                        # best fit's free spot was tried above (or the pool lacks the milli)
+                        res = place_gang_preemptive(ctx, job, victims, e_score, use_history, cache,
+                                                    free_tried=placer.worker_fn is None)
                         if res is not None:
                             placement, chosen = res
                 if placement is None:

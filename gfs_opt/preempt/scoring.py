@@ -72,36 +72,88 @@ def best_node_whole(state: ClusterState, pool: int, k: int, cls: JobClass,
     ties: LP prefers calm nodes (high E), HP prefers troubled ones (low E), then lowest index.
     """
     lo, hi = state.pool_slice(pool)
-    free = state.node_free[lo:hi]
-    ok = free >= k
-    if not ok.any():
-        return -1
     same = state.node_hp_gpus[lo:hi] if cls is JobClass.HP else state.node_lp_gpus[lo:hi]
-    key = (100.0 * (free + 1) - same) * KEY_SCALE
-    if use_history and e_score is not None:
-        e = e_score[lo:hi]
-        key = key + (e if cls is JobClass.HP else E_MAX - e)
-    key = np.where(ok, key, np.inf)
-    return lo + int(np.argmin(key))
+    e = e_score[lo:hi] if use_history and e_score is not None else None
+    i = _best_fit(state.node_free[lo:hi], same, e, cls, k, state.free_hist[pool])
+    return -1 if i < 0 else lo + i
+
+
+def _best_fit(free: np.ndarray, same: np.ndarray, e: np.ndarray | None, cls: JobClass, k: int,
+              hist: list[int]) -> int:
+    """Position in a pool's arrays of the node `best_node_whole` picks, or −1; ``hist[f]``
+    counts the nodes with ``f`` free GPUs.
+
+    Only nodes with the fewest free GPUs that still fit (f_min) can win: one more free GPU adds
+    100·KEY_SCALE to the key, more than co-location (≤ a node's GPUs, < 100) and E(n) (< KEY_SCALE)
+    can take off. So the key is computed on those nodes alone, with the same formula (the same
+    floats, the same lowest-index tie-break).
+    """
+    f_min = next((f for f in range(k, len(hist)) if hist[f]), -1)
+    if f_min < 0:
+        return -1
+    cand = np.flatnonzero(free == f_min)
+    if len(cand) == 1:
+        return int(cand[0])
+    key = (100.0 * (f_min + 1) - same[cand]) * KEY_SCALE
+    if e is not None:
+        ec = e[cand]
+        key = key + (ec if cls is JobClass.HP else E_MAX - ec)
+    return int(cand[int(np.argmin(key))])
+
+
+def whole_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
+               use_history: bool = True) -> Placement | None:
+    """`place_gang` of a whole-GPU gang under best fit, without holding workers on the state.
+
+    Placing a worker on the chosen node lowers that node's key (k fewer free GPUs, k more of
+    the own class), so it stays the strict minimum while it fits another worker: the sequential
+    pass fills it with ⌊free/k⌋ workers (or the rest of the gang), taking its free GPUs in
+    index order k at a time, then moves to the next node, whose key did not change. This does
+    the same on local copies of the free counts, one node choice per node used (a filled node's
+    co-location count no longer matters: it cannot take another worker).
+    """
+    pool = state.pool_index[job.pool]
+    k = gpus_per_worker(job.g)
+    lo, hi = state.pool_slice(pool)
+    free = state.node_free[lo:hi].copy()
+    same = (state.node_hp_gpus if job.cls is JobClass.HP else state.node_lp_gpus)[lo:hi]
+    e = e_score[lo:hi] if use_history and e_score is not None else None
+    hist = list(state.free_hist[pool])
+    placed: list[WorkerPlacement] = []
+    left = job.workers
+    while left:
+        i = _best_fit(free, same, e, job.cls, k, hist)
+        if i < 0:
+            return None
+        f = int(free[i])
+        c = min(f // k, left)
+        node = lo + i
+        a, b = int(state.node_first_gpu[node]), int(state.node_first_gpu[node + 1])
+        gpus = np.flatnonzero(state.gpu_used[a:b] == 0)[:c * k].tolist()
+        placed.extend((node, tuple(gpus[w * k:(w + 1) * k])) for w in range(c))
+        free[i] = f - c * k      # < k unless the gang is done: the node is not chosen again
+        hist[f] -= 1
+        hist[f - c * k] += 1
+        left -= c
+    return tuple(placed)
 
 
 def best_gpu_fraction(state: ClusterState, pool: int, g: int) -> int:
     """Partly used GPU (global index) with the smallest residual that still fits ``g``, or −1."""
+    if not state.fits_shared(pool, g):
+        return -1
     lo, hi = state.pool_slice(pool)
     a, b = int(state.node_first_gpu[lo]), int(state.node_first_gpu[hi])
     used = state.gpu_used[a:b]
     residual = MILLI - used - g
     ok = (used > 0) & (residual >= 0)
-    if not ok.any():
-        return -1
     return a + int(np.argmin(np.where(ok, residual, MILLI + 1)))
 
 
 def free_gpus_on(state: ClusterState, node: int, k: int) -> tuple[int, ...]:
     """The first ``k`` fully free local GPU indices of a node."""
     a, b = int(state.node_first_gpu[node]), int(state.node_first_gpu[node + 1])
-    idx = np.flatnonzero(state.gpu_used[a:b] == 0)
-    return tuple(int(x) for x in idx[:k])
+    return tuple(np.flatnonzero(state.gpu_used[a:b] == 0)[:k].tolist())
 
 
 def place_worker(state: ClusterState, job: Job, e_score: np.ndarray | None,
@@ -139,13 +191,14 @@ def worker_slots(state: ClusterState, job: Job, gpus_per_node: np.ndarray | None
     workers Σ_gpu ⌊(1000 − used)/g⌋ is exact too (a worker never spans GPUs). ``gpus_per_node``
     replaces the free-GPU counts (e.g. by GPUs without HP, for a preemptive bound).
     """
+    if gpus_per_node is not None:
+        return int((gpus_per_node // gpus_per_worker(job.g)).sum())
     pool = state.pool_index[job.pool]
+    if job.g >= MILLI:
+        return state.whole_slots(pool, gpus_per_worker(job.g))
     lo, hi = state.pool_slice(pool)
-    if job.g < MILLI and gpus_per_node is None:
-        a, b = int(state.node_first_gpu[lo]), int(state.node_first_gpu[hi])
-        return int(((MILLI - state.gpu_used[a:b]) // job.g).sum())
-    free = state.node_free[lo:hi] if gpus_per_node is None else gpus_per_node
-    return int((free // gpus_per_worker(job.g)).sum())
+    a, b = int(state.node_first_gpu[lo]), int(state.node_first_gpu[hi])
+    return int(((MILLI - state.gpu_used[a:b]) // job.g).sum())
 
 
 def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
@@ -164,6 +217,8 @@ def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
     if job.workers == 1:  # nothing to hold for later workers
         wp = fn(state, job)
         return None if wp is None else (wp,)
+    if worker_fn is None and job.g >= MILLI:
+        return whole_gang(state, job, e_score, use_history)
     with probing(state) as probe:
         placed: list[WorkerPlacement] = []
         for _ in range(job.workers):

@@ -1,0 +1,78 @@
+"""ClusterState's incremental counters against a recount: the per-pool free-GPU histogram behind
+`max_free` and `whole_slots`, and the partly-used GPU counts behind `fits_shared` (which let best
+fit and worker counts skip a pass over the pool)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gfs_opt.model import MILLI, ClusterState, Job, JobClass
+from gfs_opt.preempt.scoring import best_node_whole, worker_slots
+
+POOLS = ("A", "B")
+
+
+def recount(state: ClusterState, pool: int, k: int) -> tuple[int, int]:
+    lo, hi = state.pool_slice(pool)
+    free = state.node_free[lo:hi]
+    return int(free.max(initial=0)), int((free // k).sum())
+
+
+@settings(max_examples=80, deadline=None)
+@given(sizes=st.lists(st.tuples(st.sampled_from(POOLS), st.sampled_from([1, 2, 4, 8])),
+                      min_size=1, max_size=6),
+       ops=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([250, 500, 1000, 2000]),
+                              st.booleans(), st.booleans()), max_size=40))
+def test_free_histogram_follows_every_change(sizes: list[tuple[str, int]],
+                                             ops: list[tuple[int, int, bool, bool]]) -> None:
+    state = ClusterState.from_nodes((p, g, f"n{i}") for i, (p, g) in enumerate(sizes))
+    jobs: dict[int, Job] = {}
+    for step, (pick, g, hp, release) in enumerate(ops):
+        if release and jobs:
+            state.release(jobs.pop(sorted(jobs)[pick % len(jobs)]))
+        else:
+            node = pick % state.n_nodes
+            k = max(1, g // MILLI)
+            a = int(state.node_first_gpu[node])
+            local = [i for i in range(int(state.node_gpus[node]))
+                     if state.gpu_used[a + i] + min(g, MILLI) <= MILLI][:k]
+            if len(local) < k:
+                continue
+            job = Job(step, "o", state.pools[int(state.node_pool[node])],
+                      JobClass.HP if hp else JobClass.LP, g, 1, 0.0, 1.0)
+            state.allocate(job, ((node, tuple(local)),))
+            jobs[job.id] = job
+        assert state.check() == []
+        for p in range(len(state.pools)):
+            for k in (1, 2, 4, 8):
+                top, slots = recount(state, p, k)
+                assert state.max_free(p) == top and state.whole_slots(p, k) == slots
+                if top < k:
+                    assert best_node_whole(state, p, k, JobClass.HP, None) == -1
+            lo, hi = state.pool_slice(p)
+            used = state.gpu_used[int(state.node_first_gpu[lo]):int(state.node_first_gpu[hi])]
+            for g in (1, 250, 500, 750, 999):
+                assert state.fits_shared(p, g) == bool(((used > 0) & (used <= MILLI - g)).any())
+    copy = state.copy()
+    if jobs:  # a copy's histogram is its own
+        state.release(jobs.pop(min(jobs)))
+        assert copy.check() == [] and state.check() == []
+
+
+def test_check_reports_a_histogram_out_of_step() -> None:
+    state = ClusterState.from_nodes([("A", 8, "a"), ("A", 4, "b")])
+    job = Job(1, "o", "A", JobClass.LP, 2000, 2, 0.0, 1.0)
+    assert worker_slots(state, job) == 6
+    state.allocate(job, ((0, (0, 1)), (1, (0, 1))))
+    assert state.check() == [] and worker_slots(state, job) == 4 and state.max_free(0) == 6
+    state.free_hist[0][6] -= 1
+    assert any("histogram" in p for p in state.check())
+    state.free_hist[0][6] += 1
+    state.allocate(Job(2, "o", "A", JobClass.HP, 300, 1, 0.0, 1.0), ((0, (2,)),))
+    assert state.partial_used[0] == {300: 1} and state.fits_shared(0, 700)
+    assert not state.fits_shared(0, 701) and state.check() == []
+    state.partial_used[0][300] = 2
+    assert any("partly-used" in p for p in state.check())
+    assert np.array_equal(state.node_free, [5, 2])
