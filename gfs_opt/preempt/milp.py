@@ -148,9 +148,8 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         res.phase1 = p1
         return _finish(rnd, pm, res, p1, None, opts, solver, t0)
 
-    p1 = _phase1_by_bound(pm, greedy, hints)
-    if p1 is None:
-        p1 = run_solver(pm.model, solver, hints=hints)
+    known = _phase1_by_bound(pm, greedy, hints)
+    p1 = known if known is not None else run_solver(pm.model, solver, hints=hints)
     res.phase1 = p1
     p2 = None
     left = solver.time_limit - (time.perf_counter() - t0)
