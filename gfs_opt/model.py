@@ -148,6 +148,8 @@ class ClusterState:
         # per pool, how many nodes have f fully free GPUs (index f): "does any node have k free
         # GPUs" and whole-GPU worker slots without a pass over the pool's nodes
         self._node_pool: list[int] = pidx
+        self._node_first: list[int] = self.node_first_gpu.tolist()  # static: scalar access is hot
+        self._node_gpus: list[int] = self.node_gpus.tolist()
         self.free_hist: list[list[int]] = [[0] * (int(self.node_gpus.max(initial=0)) + 1)
                                            for _ in self.pools]
         for pi, n_gpus in zip(pidx, node_gpus, strict=True):
@@ -202,14 +204,15 @@ class ClusterState:
         for node, gpus in placement:
             if not 0 <= node < self.n_nodes:
                 raise AllocationError(f"job {job.id}: unknown node {node}")
-            if pidx is None or self.node_pool[node] != pidx:
+            if pidx is None or self._node_pool[node] != pidx:
                 raise AllocationError(f"job {job.id}: node {node} is not in pool {job.pool}")
             if len(gpus) != k or len(set(gpus)) != k:
                 raise AllocationError(f"job {job.id}: worker needs {k} distinct GPUs, got {gpus}")
+            first, n_gpus = self._node_first[node], self._node_gpus[node]
             for lg in gpus:
-                if not 0 <= lg < self.node_gpus[node]:
+                if not 0 <= lg < n_gpus:
                     raise AllocationError(f"job {job.id}: node {node} has no GPU {lg}")
-                gi = int(self.node_first_gpu[node]) + lg
+                gi = first + int(lg)
                 want[gi] = want.get(gi, 0) + per_gpu
         for gi, m in want.items():
             if self.gpu_used[gi] + m > MILLI:
@@ -242,7 +245,7 @@ class ClusterState:
         per_gpu = milli_per_gpu(g)
         hp = cls_ is JobClass.HP
         for node, gpus in placement:
-            base = int(self.node_first_gpu[node])
+            base = self._node_first[node]
             for lg in gpus:
                 self._remove(base + lg, job.id, per_gpu, hp)
             self.node_jobs[node].discard(job.id)

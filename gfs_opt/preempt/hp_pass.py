@@ -67,6 +67,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             if not order.head_of_line:
                 skip = known.skips
         cache: ChoiceCache = {}
+        ctx: PreemptContext | None = None   # one per pool and pass: its c_j hold for the pass
         stop = False
         for cursor in queue.cursors(pool, order.fifo, skip):
             for jid, (g, w, _d) in cursor:
@@ -82,9 +83,10 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                     if pool_can_fit(st, job):
                         placement = placer.gang(st, job)
                     if placement is None and victims is not None:
-                        ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(pool),
-                                             st.capacity_gpus(pool), rnd.params.eval_length,
-                                             rnd.params.restart_overhead)
+                        if ctx is None or ctx.running is not running:
+                            ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(pool),
+                                                 st.capacity_gpus(pool), rnd.params.eval_length,
+                                                 rnd.params.restart_overhead)
                         # best fit's free spot was tried above (or the pool lacks the milli)
                         res = place_gang_preemptive(ctx, job, victims, e_score, use_history, cache,
                                                     free_tried=placer.worker_fn is None)
