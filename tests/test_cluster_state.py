@@ -76,3 +76,17 @@ def test_check_reports_a_histogram_out_of_step() -> None:
     state.partial_used[0][300] = 2
     assert any("partly-used" in p for p in state.check())
     assert np.array_equal(state.node_free, [5, 2])
+
+
+def test_plain_dict_copies_a_view_in_order() -> None:
+    from collections import OrderedDict
+    from types import MappingProxyType
+
+    from gfs_opt.model import plain_dict
+
+    src = {3: "c", 1: "a", 2: "b"}
+    for m in (src, MappingProxyType(src), OrderedDict(src)):
+        out = plain_dict(m)
+        assert list(out.items()) == list(src.items()) and out is not src
+        out.pop(3)
+        assert 3 in src

@@ -16,7 +16,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from gfs_opt.model import MILLI, ClusterState, Decision, Job, JobClass, Round, RunningJob
+from gfs_opt.model import (
+    MILLI,
+    ClusterState,
+    Decision,
+    Job,
+    JobClass,
+    Round,
+    RunningJob,
+    plain_dict,
+)
 from gfs_opt.pending import PTS_ORDER, PendingQueue, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.hp_pass import hp_pass
@@ -47,7 +56,7 @@ def standalone_round(rnd: Round, pending_hp: list[int] | None = None,
     """A self-contained copy of a live round: only the jobs it mentions, state copied, jobs
     placed earlier in this pass counted as running (they may not be undone)."""
     st = rnd.state.copy()
-    running: dict[int, RunningJob] = dict(rnd.running)
+    running: dict[int, RunningJob] = plain_dict(rnd.running)
     for jid, (_cls, _g, placement) in st.alloc.items():
         if jid not in running:
             running[jid] = RunningJob(rnd.jobs[jid], rnd.time, rnd.time, rnd.time, placement)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gfs_opt.model import Decision, JobClass, Round, RunningJob, SolveReport
+from gfs_opt.model import Decision, JobClass, Round, RunningJob, SolveReport, plain_dict
 from gfs_opt.pending import PTS_ORDER, QueueOrder, as_queue
 from gfs_opt.preempt.fit_memo import FailSizes, FitMemo
 from gfs_opt.preempt.greedy import (
@@ -101,7 +101,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                     continue
                 if chosen:
                     if own is None:
-                        own = dict(running)
+                        own = plain_dict(running)
                         running = own
                     for v in chosen:
                         gone = own.pop(v)
