@@ -98,7 +98,7 @@ def plain_dict(m: Mapping[K, V]) -> dict[K, V]:
 
 def normalized(placement: Iterable[tuple[int, Iterable[int]]]) -> Placement:
     """A placement as plain ints (policies may hand numpy ints or lists), as state records it."""
-    return tuple((int(n), tuple(int(x) for x in g)) for n, g in placement)
+    return tuple((int(n), tuple(map(int, g))) for n, g in placement)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +226,7 @@ class ClusterState:
                 gi = first + int(lg)
                 want[gi] = want.get(gi, 0) + per_gpu
         for gi, m in want.items():
-            if self.gpu_used[gi] + m > MILLI:
+            if self.gpu_used.item(gi) + m > MILLI:
                 raise AllocationError(
                     f"job {job.id}: GPU {gi} over-allocated ({int(self.gpu_used[gi])} + {m} > {MILLI})")
         hp = job.cls is JobClass.HP
@@ -235,11 +235,11 @@ class ClusterState:
         self.node_jobs_add(job.id, {node for node, _ in placement})
         self.alloc[job.id] = (job.cls, job.g, normalized(placement))
         p = self.pool_index[job.pool]
-        self.pool_used[p] += job.demand
+        self.pool_used[p] = self.pool_used.item(p) + job.demand
         if hp:
-            self.pool_hp[p] += job.demand
+            self.pool_hp[p] = self.pool_hp.item(p) + job.demand
         else:
-            self.pool_lp[p] += job.demand
+            self.pool_lp[p] = self.pool_lp.item(p) + job.demand
         if self._journal is not None:
             self._journal.append(("alloc", job.id, (job,)))
 
@@ -261,11 +261,11 @@ class ClusterState:
                 self._remove(base + lg, job.id, per_gpu, hp)
             self.node_jobs[node].discard(job.id)
         p = self.pool_index[job.pool]
-        self.pool_used[p] -= job.demand
+        self.pool_used[p] = self.pool_used.item(p) - job.demand
         if hp:
-            self.pool_hp[p] -= job.demand
+            self.pool_hp[p] = self.pool_hp.item(p) - job.demand
         else:
-            self.pool_lp[p] -= job.demand
+            self.pool_lp[p] = self.pool_lp.item(p) - job.demand
         if self._journal is not None:
             self._journal.append(("release", job.id, (job, placement)))
         return placement
@@ -286,8 +286,9 @@ class ClusterState:
 
     def _change(self, gi: int, du: int, dh: int) -> None:
         """Apply a usage change to one GPU and keep its node's counters in step."""
-        u0 = int(self.gpu_used[gi])
-        h0 = int(self.gpu_hp[gi])
+        # .item() and plain ints: numpy scalar arithmetic here costs more than the update itself
+        u0 = self.gpu_used.item(gi)
+        h0 = self.gpu_hp.item(gi)
         u1, h1 = u0 + du, h0 + dh
         self.gpu_used[gi] = u1
         if dh:
@@ -305,17 +306,17 @@ class ClusterState:
                 part[u1] = part.get(u1, 0) + 1
         d_free = (u1 == 0) - (u0 == 0)
         if d_free:
-            f0 = int(self.node_free[node])
+            f0 = self.node_free.item(node)
             self.node_free[node] = f0 + d_free
             hist = self.free_hist[self._node_pool[node]]
             hist[f0] -= 1
             hist[f0 + d_free] += 1
         d_hp = (h1 > 0) - (h0 > 0)
         if d_hp:
-            self.node_hp_gpus[node] += d_hp
+            self.node_hp_gpus[node] = self.node_hp_gpus.item(node) + d_hp
         d_lp = (u1 > 0 and h1 == 0) - (u0 > 0 and h0 == 0)
         if d_lp:
-            self.node_lp_gpus[node] += d_lp
+            self.node_lp_gpus[node] = self.node_lp_gpus.item(node) + d_lp
 
     # ---- tentative changes (policies plan on the live state, the engine rolls back) ---------
     def begin(self) -> None:

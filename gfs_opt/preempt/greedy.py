@@ -288,7 +288,7 @@ def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
     """
     st = ctx.state
     p = st.pool_index[job.pool]
-    if int(st.pool_capacity[p] - st.pool_hp[p]) < job.demand:
+    if st.pool_capacity.item(p) - st.pool_hp.item(p) < job.demand:
         return None
     if job.workers > 1 and job.g >= MILLI:  # whole GPUs: only GPUs without HP can be freed
         lo, hi = st.pool_slice(p)

@@ -88,17 +88,22 @@ def _best_fit(free: np.ndarray, same: np.ndarray, e: np.ndarray | None, cls: Job
     can take off. So the key is computed on those nodes alone, with the same formula (the same
     floats, the same lowest-index tie-break).
     """
-    f_min = next((f for f in range(k, len(hist)) if hist[f]), -1)
+    f_min = -1
+    for f in range(k, len(hist)):
+        if hist[f]:
+            f_min = f
+            break
     if f_min < 0:
         return -1
-    cand = np.flatnonzero(free == f_min)
+    cand = (free == f_min).nonzero()[0]
     if len(cand) == 1:
         return int(cand[0])
-    key = (100.0 * (f_min + 1) - same[cand]) * KEY_SCALE
-    if e is not None:
-        ec = e[cand]
-        key = key + (ec if cls is JobClass.HP else E_MAX - ec)
-    return int(cand[int(np.argmin(key))])
+    sc = same[cand]
+    if e is None:   # the key is (C − same)·KEY_SCALE: the first node with the most of its class
+        return int(cand[sc.argmax()])
+    ec = e[cand]
+    key = (100.0 * (f_min + 1) - sc) * KEY_SCALE + (ec if cls is JobClass.HP else E_MAX - ec)
+    return int(cand[key.argmin()])
 
 
 def whole_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
@@ -147,7 +152,7 @@ def best_gpu_fraction(state: ClusterState, pool: int, g: int) -> int:
     used = state.gpu_used[a:b]
     residual = MILLI - used - g
     ok = (used > 0) & (residual >= 0)
-    return a + int(np.argmin(np.where(ok, residual, MILLI + 1)))
+    return a + int(np.where(ok, residual, MILLI + 1).argmin())
 
 
 def free_gpus_on(state: ClusterState, node: int, k: int) -> tuple[int, ...]:
@@ -181,7 +186,7 @@ def pool_can_fit(state: ClusterState, job: Job) -> bool:
     p = state.pool_index.get(job.pool)
     if p is None:
         return False
-    return int(state.pool_capacity[p] - state.pool_used[p]) >= job.demand
+    return state.pool_capacity.item(p) - state.pool_used.item(p) >= job.demand
 
 
 def worker_slots(state: ClusterState, job: Job, gpus_per_node: np.ndarray | None = None) -> int:
