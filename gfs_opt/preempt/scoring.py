@@ -1,6 +1,9 @@
 """Node scores of PTS (GFS-SPEC §2.3): eviction-history score and non-preemptive placement.
 
-All scoring is vectorised over one pool's contiguous node/GPU slice of `ClusterState`.
+All scoring is vectorised over one pool's contiguous node/GPU slice of `ClusterState`; the
+state's per-pool counts (free GPUs per node as a histogram, partly used GPUs by usage) answer
+"does any node fit" and "how many workers fit" first, so a try that must fail costs no pass
+over the pool, and best fit scores only the nodes that can win.
 """
 
 from __future__ import annotations
