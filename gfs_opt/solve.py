@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -153,3 +154,18 @@ def export(model: mathopt.Model, fmt: str) -> str:
     if not builder.import_from_mps_string(mps):
         raise GfsError("could not convert the model to LP format")
     return builder.export_to_lp_string(False)
+
+
+def satisfies(model: mathopt.Model, values: Mapping[mathopt.Variable, float],
+              tol: float = 1e-6) -> bool:
+    """Whether ``values`` (missing variables read as 0) meet every bound and linear constraint
+    of ``model`` — integrality aside, which hints built from a decision have by construction."""
+    for v in model.variables():
+        x = values.get(v, 0.0)
+        if x < v.lower_bound - tol or x > v.upper_bound + tol:
+            return False
+    activity: dict[mathopt.LinearConstraint, float] = defaultdict(float)
+    for e in model.linear_constraint_matrix_entries():
+        activity[e.linear_constraint] += e.coefficient * values.get(e.variable, 0.0)
+    return all(c.lower_bound - tol <= activity[c] <= c.upper_bound + tol
+               for c in model.linear_constraints())

@@ -6,7 +6,7 @@ import pytest
 from ortools.math_opt.io.python import mps_converter
 from ortools.math_opt.python import mathopt
 
-from gfs_opt.solve import SolverOptions, export, relative_gap, solve
+from gfs_opt.solve import SolverOptions, export, relative_gap, satisfies, solve
 
 
 def knapsack(n: int = 40) -> tuple[mathopt.Model, list[mathopt.Variable]]:
@@ -60,3 +60,13 @@ def test_mps_round_trip_keeps_the_optimum() -> None:
         solve(m, SolverOptions(rel_gap=0.0)).objective)
     lp = export(m, "lp")
     assert lp.count("x_") >= 40 and "Binaries" in lp
+
+
+def test_satisfies_checks_bounds_and_rows() -> None:
+    m = mathopt.Model()
+    x, y = m.add_binary_variable(name="x"), m.add_integer_variable(lb=0, ub=3, name="y")
+    m.add_linear_constraint((1 <= x + 2 * y) <= 4)
+    assert satisfies(m, {x: 1.0, y: 1.0}) and satisfies(m, {y: 2.0})   # x missing reads 0
+    assert not satisfies(m, {x: 0.0, y: 0.0})                         # row below its lower side
+    assert not satisfies(m, {x: 1.0, y: 2.0})                         # row above its upper side
+    assert not satisfies(m, {x: 2.0, y: 1.0})                         # x above its bound

@@ -11,8 +11,6 @@ and its image is a solution, phase 1's optimum is known (Σ_i v_i) and only phas
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortools.math_opt.python import mathopt
@@ -36,7 +34,7 @@ from gfs_opt.preempt.objective import (
     hp_value,
     score,
 )
-from gfs_opt.solve import DEFAULT_SOLVER, Outcome, SolverOptions, export, report
+from gfs_opt.solve import DEFAULT_SOLVER, Outcome, SolverOptions, export, report, satisfies
 from gfs_opt.solve import solve as run_solver
 
 
@@ -181,21 +179,6 @@ def _phase1_by_bound(pm: PreemptModel, greedy: Decision | None,
         return None
     upper = float(sum(pm.value.values()))
     return Outcome("optimal", upper, upper, 0.0, 0.0, values)
-
-
-def satisfies(model: mathopt.Model, values: Mapping[mathopt.Variable, float],
-              tol: float = 1e-6) -> bool:
-    """Whether ``values`` (missing variables read as 0) meet every bound and linear constraint
-    of ``model`` — integrality aside, which hints built from a decision have by construction."""
-    for v in model.variables():
-        x = values.get(v, 0.0)
-        if x < v.lower_bound - tol or x > v.upper_bound + tol:
-            return False
-    activity: dict[mathopt.LinearConstraint, float] = defaultdict(float)
-    for e in model.linear_constraint_matrix_entries():
-        activity[e.linear_constraint] += e.coefficient * values.get(e.variable, 0.0)
-    return all(c.lower_bound - tol <= activity[c] <= c.upper_bound + tol
-               for c in model.linear_constraints())
 
 
 def _placed_of(pm: PreemptModel, values: dict[mathopt.Variable, float]) -> float:
