@@ -65,7 +65,7 @@ def test_mps_round_trip_keeps_the_optimum() -> None:
 def test_satisfies_checks_bounds_and_rows() -> None:
     m = mathopt.Model()
     x, y = m.add_binary_variable(name="x"), m.add_integer_variable(lb=0, ub=3, name="y")
-    m.add_linear_constraint((1 <= x + 2 * y) <= 4)
+    m.add_linear_constraint(expr=x + 2 * y, lb=1, ub=4)
     assert satisfies(m, {x: 1.0, y: 1.0}) and satisfies(m, {y: 2.0})   # x missing reads 0
     assert not satisfies(m, {x: 0.0, y: 0.0})                         # row below its lower side
     assert not satisfies(m, {x: 1.0, y: 2.0})                         # row above its upper side
