@@ -42,7 +42,7 @@ def scores(rnd: Round, draw_e: bool) -> np.ndarray | None:
     return eviction_scores(rnd.node_evictions_1h, rnd.node_evictions_1d)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rnd=rounds(max_nodes=8, max_jobs=14), draw_e=st.booleans(), k=st.sampled_from([1, 2, 4, 8]),
        hp=st.booleans())
 def test_best_node_is_the_plain_argmin(rnd: Round, draw_e: bool, k: int, hp: bool) -> None:
@@ -53,7 +53,7 @@ def test_best_node_is_the_plain_argmin(rnd: Round, draw_e: bool, k: int, hp: boo
                 == plain_best_node(rnd.state, pool, k, cls, e))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rnd=rounds(max_nodes=8, max_jobs=14), draw_e=st.booleans(),
        g=st.sampled_from([1000, 2000, 4000, 8000]), workers=st.integers(2, 12), hp=st.booleans())
 def test_whole_gang_equals_placing_worker_by_worker(rnd: Round, draw_e: bool, g: int,
