@@ -136,9 +136,8 @@ def whole_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
         f = int(free[i])
         c = min(f // k, left)
         node = lo + i
-        a, b = int(state.node_first_gpu[node]), int(state.node_first_gpu[node + 1])
-        gpus = np.flatnonzero(state.gpu_used[a:b] == 0)[:c * k].tolist()
-        placed.extend((node, tuple(gpus[w * k:(w + 1) * k])) for w in range(c))
+        gpus = free_gpus_on(state, node, c * k)
+        placed.extend((node, gpus[w * k:(w + 1) * k]) for w in range(c))
         free[i] = f - c * k      # < k unless the gang is done: the node is not chosen again
         hist[f] -= 1
         hist[f - c * k] += 1
