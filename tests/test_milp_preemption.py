@@ -3,6 +3,7 @@ agreement with the plain PuLP model, fallback, candidate restriction, solvers.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,30 @@ def test_phase1_read_off_the_greedy_is_the_solved_optimum(rnd: Round) -> None:
     assert res.score.placed == solved.score.placed
     assert res.score.eviction_cost == pytest.approx(solved.score.eviction_cost, rel=1e-6, abs=1e-6)
     assert check_decision(rnd, res.decision) == []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contested_rounds(max_nodes=5, max_pending=4))
+def test_phase2_certified_by_cpsat_is_the_solved_optimum(rnd: Round) -> None:
+    """A phase 2 proven by the lighter back-end (the warm start returned as is) has the P and C
+    of a phase 2 solved by SCIP."""
+    res = solve_preemption(rnd, solver=EXACT)
+    solved = solve_preemption(rnd, solver=replace(EXACT, certifier=None))
+    assert solved.phase2 is None or "proven" not in solved.phase2.detail
+    assert res.score.placed == solved.score.placed
+    assert res.score.eviction_cost == pytest.approx(solved.score.eviction_cost, rel=1e-6, abs=1e-6)
+    assert check_decision(rnd, res.decision) == []
+
+
+def test_phase2_certificate_on_an_optimal_greedy_and_not_on_a_beatable_one() -> None:
+    optimal = load_round(INSTANCES / "tiny-01-cheapest-victim.json")
+    res = solve_preemption(optimal, solver=EXACT)
+    assert res.phase2 is not None and "proven optimal by cpsat" in res.phase2.detail
+    assert res.score == score(optimal, greedy_preemption(optimal))
+    beatable = load_round(INSTANCES / "tiny-02-window-penalty.json")   # phase 2 improves on it
+    res = solve_preemption(beatable, solver=EXACT)
+    assert res.phase2 is not None and "proven" not in res.phase2.detail
+    assert res.score.eviction_cost < score(beatable, greedy_preemption(beatable)).eviction_cost
 
 
 def test_phase1_is_read_off_a_greedy_that_places_everything() -> None:

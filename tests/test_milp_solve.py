@@ -6,7 +6,16 @@ import pytest
 from ortools.math_opt.io.python import mps_converter
 from ortools.math_opt.python import mathopt
 
-from gfs_opt.solve import SolverOptions, export, relative_gap, satisfies, solve
+from gfs_opt.errors import GfsError
+from gfs_opt.solve import (
+    SolverOptions,
+    certify,
+    export,
+    objective_at,
+    relative_gap,
+    satisfies,
+    solve,
+)
 
 
 def knapsack(n: int = 40) -> tuple[mathopt.Model, list[mathopt.Variable]]:
@@ -70,3 +79,49 @@ def test_satisfies_checks_bounds_and_rows() -> None:
     assert not satisfies(m, {x: 0.0, y: 0.0})                         # row below its lower side
     assert not satisfies(m, {x: 1.0, y: 2.0})                         # row above its upper side
     assert not satisfies(m, {x: 2.0, y: 1.0})                         # x above its bound
+
+
+def cover(n: int = 30) -> tuple[mathopt.Model, list[mathopt.Variable]]:
+    """A minimisation: the cheapest set of items with enough value."""
+    m = mathopt.Model(name="cover")
+    xs = [m.add_binary_variable(name=f"x_{i}") for i in range(n)]
+    w = [(7 * i) % 23 + 5.5 for i in range(n)]
+    v = [(11 * i) % 29 + 3 for i in range(n)]
+    m.add_linear_constraint(mathopt.fast_sum(a * x for a, x in zip(v, xs, strict=True)) >= 3 * n)
+    m.minimize(mathopt.fast_sum(a * x for a, x in zip(w, xs, strict=True)) + 2.5)
+    return m, xs
+
+
+@pytest.mark.parametrize("make", [knapsack, cover])
+def test_certify_proves_an_optimal_warm_start_and_leaves_the_model_as_it_was(make) -> None:
+    m, _ = make()
+    text = export(m, "lp")
+    best = solve(m, SolverOptions(rel_gap=0.0, certifier=None))
+    out = certify(m, best.values, SolverOptions(), time_limit=10.0)
+    assert out is not None and out.status == "optimal" and out.values == best.values
+    assert out.objective == pytest.approx(objective_at(m, best.values))
+    assert out.objective == pytest.approx(best.objective) and out.gap is not None
+    assert out.gap < 1e-5 and "cpsat" in out.detail
+    assert export(m, "lp") == text                       # cut row gone, objective restored
+    assert solve(m, SolverOptions(rel_gap=0.0)).objective == pytest.approx(best.objective)
+
+
+@pytest.mark.parametrize("make", [knapsack, cover])
+def test_certify_refuses_a_warm_start_that_can_be_beaten(make) -> None:
+    m, xs = make()
+    text = export(m, "lp")
+    best = solve(m, SolverOptions(rel_gap=0.0, certifier=None))
+    worse = {x: 1.0 for x in xs} if make is cover else {x: 0.0 for x in xs}
+    assert satisfies(m, worse) and objective_at(m, worse) != pytest.approx(best.objective)
+    assert certify(m, worse, SolverOptions(), time_limit=10.0) is None
+    assert export(m, "lp") == text
+
+
+def test_certify_needs_a_distinct_lighter_back_end() -> None:
+    m, _ = knapsack()
+    best = solve(m, SolverOptions(rel_gap=0.0))
+    assert certify(m, best.values, SolverOptions(certifier=None), time_limit=10.0) is None
+    assert certify(m, best.values, SolverOptions(solver="cpsat"), time_limit=10.0) is None
+    assert certify(m, best.values, SolverOptions(certifier="highs"), time_limit=10.0) is not None
+    with pytest.raises(GfsError, match="unknown solver 'gurobi'"):
+        SolverOptions(certifier="gurobi")

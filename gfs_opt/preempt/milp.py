@@ -34,7 +34,15 @@ from gfs_opt.preempt.objective import (
     hp_value,
     score,
 )
-from gfs_opt.solve import DEFAULT_SOLVER, Outcome, SolverOptions, export, report, satisfies
+from gfs_opt.solve import (
+    DEFAULT_SOLVER,
+    Outcome,
+    SolverOptions,
+    certify,
+    export,
+    report,
+    satisfies,
+)
 from gfs_opt.solve import solve as run_solver
 
 
@@ -54,6 +62,10 @@ class PreemptOptions:
 
 
 DEFAULT_PREEMPT_OPTIONS = PreemptOptions()
+#: phase 2 tries a certificate (`_certified`) only on models up to this size: SCIP's fixed set-up
+#: (≈ 5 ms) dominates small models, while on large ones a failed proof costs more than it saves
+#: (1.0 s on `instances/contested-300.json`, 6,879 variables)
+CERTIFY_MAX_VARS = 200
 
 
 @dataclass(slots=True)
@@ -154,12 +166,16 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     if p1.has_solution and p1.status == "optimal" and left > 0:
         best_p = round(p1.objective or 0.0)
         pin = pm.model.add_linear_constraint(pm.placed >= best_p - 0.5, name="pin_placed_value")
+        t1 = time.perf_counter()
         pm.model.minimize(pm.evicted)
         # cheapest first: some back-ends (CP-SAT) use only the first hint
         hints2 = sorted([p1.values, *(h for h in hints if h is not p1.values
                                       and _placed_of(pm, h) >= best_p - 0.5)],
                         key=lambda h: _cost_of(pm, h))
-        p2 = run_solver(pm.model, solver, time_limit=left, hints=hints2)
+        p2 = _certified(pm, hints2, p1, solver, left)
+        if p2 is None:
+            p2 = run_solver(pm.model, solver, time_limit=left - (time.perf_counter() - t1),
+                            hints=hints2)
         res.phase2 = p2
         # restore phase 1 so the model object still means what `build_model` promised
         pm.model.delete_linear_constraint(pin)
@@ -179,6 +195,20 @@ def _phase1_by_bound(pm: PreemptModel, greedy: Decision | None,
         return None
     upper = float(sum(pm.value.values()))
     return Outcome("optimal", upper, upper, 0.0, 0.0, values)
+
+
+def _certified(pm: PreemptModel, hints: list[dict[mathopt.Variable, float]], p1: Outcome,
+               solver: SolverOptions, time_limit: float) -> Outcome | None:
+    """Phase 2's answer when the cheapest hint is feasible, strictly cheaper than the others
+    (so the solver could not have preferred another one) and a lighter back-end proves it optimal
+    (`gfs_opt.solve.certify`); None otherwise (then solve)."""
+    if (not hints or pm.model.get_num_variables() > CERTIFY_MAX_VARS
+            or (len(hints) > 1 and _cost_of(pm, hints[1]) <= _cost_of(pm, hints[0]))):
+        return None
+    best = hints[0]
+    if best is not p1.values and not satisfies(pm.model, best):
+        return None
+    return certify(pm.model, best, solver, time_limit=time_limit)
 
 
 def _placed_of(pm: PreemptModel, values: dict[mathopt.Variable, float]) -> float:
@@ -234,8 +264,9 @@ def _finish(rnd: Round, pm: PreemptModel, res: PreemptResult, p1: Outcome, p2: O
     res.decision, res.score = decision, milp_score
     c_info = ""
     if p2 is not None:
+        how = f", {p2.detail}" if p2.detail.startswith("warm start") else ""
         c_info = (f"eviction cost {milp_score.eviction_cost:.1f} GPU·s (bound "
-                  f"{_fmt(p2.bound)}, gap {_pct(p2.gap)}), ")
+                  f"{_fmt(p2.bound)}, gap {_pct(p2.gap)}{how}), ")
     else:
         c_info = f"eviction cost {milp_score.eviction_cost:.1f} GPU·s (not minimised), "
     cand = f"top-{opts.candidates or opts.auto_k} candidate nodes" if pm.restricted else "all nodes"
