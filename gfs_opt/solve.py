@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime
 import math
 import time
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from ortools.math_opt.python import mathopt
 
 from gfs_opt.errors import GfsError
@@ -167,15 +167,22 @@ def satisfies(model: mathopt.Model, values: Mapping[mathopt.Variable, float],
               tol: float = 1e-6) -> bool:
     """Whether ``values`` (missing variables read as 0) meet every bound and linear constraint
     of ``model`` — integrality aside, which hints built from a decision have by construction."""
-    for v in model.variables():
-        x = values.get(v, 0.0)
-        if x < v.lower_bound - tol or x > v.upper_bound + tol:
-            return False
-    activity: dict[mathopt.LinearConstraint, float] = defaultdict(float)
-    for e in model.linear_constraint_matrix_entries():
-        activity[e.linear_constraint] += e.coefficient * values.get(e.variable, 0.0)
-    return all(c.lower_bound - tol <= activity[c] <= c.upper_bound + tol
-               for c in model.linear_constraints())
+    # through the exported model: a third of the time of walking MathOpt's Python objects
+    proto = model.export_model()
+    cols, rows = proto.variables, proto.linear_constraints
+    col_ids = np.asarray(cols.ids, dtype=np.int64)
+    by_id = {v.id: x for v, x in values.items()}
+    x = np.array([by_id.get(i, 0.0) for i in col_ids.tolist()], dtype=float)
+    if np.any(x < np.asarray(cols.lower_bounds) - tol) or np.any(x > np.asarray(cols.upper_bounds) + tol):
+        return False
+    mat = proto.linear_constraint_matrix
+    row_ids = np.asarray(rows.ids, dtype=np.int64)
+    at_row = np.searchsorted(row_ids, np.asarray(mat.row_ids, dtype=np.int64))
+    at_col = np.searchsorted(col_ids, np.asarray(mat.column_ids, dtype=np.int64))
+    activity = np.bincount(at_row, weights=np.asarray(mat.coefficients) * x[at_col],
+                           minlength=len(row_ids))
+    return bool(np.all(activity >= np.asarray(rows.lower_bounds) - tol)
+                and np.all(activity <= np.asarray(rows.upper_bounds) + tol))
 
 
 def objective_at(model: mathopt.Model, values: Mapping[mathopt.Variable, float]) -> float:
@@ -203,22 +210,30 @@ def certify(model: mathopt.Model, values: Mapping[mathopt.Variable, float], opts
         return None
     obj = model.objective
     terms = [(t.variable, t.coefficient) for t in obj.linear_terms()]
-    offset, target = obj.offset, objective_at(model, values)
+    offset = obj.offset
+    target = offset + sum(c * values.get(v, 0.0) for v, c in terms)   # = objective_at
     slack = CERTIFY_TOL * max(1.0, abs(target))
     expr = mathopt.LinearExpression(mathopt.fast_sum(c * v for v, c in terms))
     cut = model.add_linear_constraint(expr >= target - offset + slack if obj.is_maximize
                                       else expr <= target - offset - slack)
     obj.clear()   # a feasibility question: the first solution found ends the search
+    kw: dict[str, object] = {}
+    if by != "highs":  # as in `_params`
+        kw["threads"] = opts.threads
+    params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=max(time_limit, 0.01)),
+                                     random_seed=opts.seed, **kw)
+    t0 = time.perf_counter()
     try:
-        out = solve(model, SolverOptions(solver=by, time_limit=time_limit, threads=opts.threads,
-                                         seed=opts.seed, certifier=None), time_limit=time_limit)
+        reason = mathopt.solve(model, SOLVERS[by], params=params).termination.reason
+    except Exception:  # any trouble: no certificate, the main solve decides
+        return None
     finally:
         model.delete_linear_constraint(cut)
         for v, c in terms:
             obj.set_linear_coefficient(v, c)
         obj.offset = offset
-    if out.status != "infeasible":
+    if reason is not mathopt.TerminationReason.INFEASIBLE:
         return None
     bound = target + slack if obj.is_maximize else target - slack
-    return Outcome("optimal", target, bound, relative_gap(target, bound), out.time_s,
+    return Outcome("optimal", target, bound, relative_gap(target, bound), time.perf_counter() - t0,
                    dict(values), detail=f"warm start proven optimal by {by}")
