@@ -125,3 +125,14 @@ def test_certify_needs_a_distinct_lighter_back_end() -> None:
     assert certify(m, best.values, SolverOptions(certifier="highs"), time_limit=10.0) is not None
     with pytest.raises(GfsError, match="unknown solver 'gurobi'"):
         SolverOptions(certifier="gurobi")
+
+
+def test_satisfies_after_deletions_reads_rows_and_columns_by_id() -> None:
+    m = mathopt.Model()
+    a, b, c = (m.add_integer_variable(lb=0, ub=5, name=n) for n in "abc")
+    gone = m.add_linear_constraint(a + b <= 0)
+    m.add_linear_constraint(expr=b + 2 * c, lb=3, ub=3)
+    m.delete_linear_constraint(gone)
+    m.delete_variable(a)                    # ids are no longer 0..n-1
+    assert satisfies(m, {b: 1.0, c: 1.0}) and satisfies(m, {b: 3.0})
+    assert not satisfies(m, {b: 1.0, c: 2.0}) and not satisfies(m, {c: 6.0})
