@@ -33,6 +33,16 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["preemption"]["milp"]["reports"][0]["status"] == "optimal"
 
 
+def test_certifier_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = str(INSTANCES / "tiny-01-cheapest-victim.json")
+    assert main(["solve", tiny, "--method", "milp", "--step", "preemption"]) == 0
+    assert "warm start proven optimal by cpsat" in capsys.readouterr().out
+    assert main(["solve", tiny, "--method", "milp", "--step", "preemption",
+                 "--certifier", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "proven" not in out and "4,560.0" in out     # the same C, solved by SCIP
+
+
 def test_single_method_and_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["solve", str(TRAP), "--method", "greedy", "--step", "preemption"]) == 0
     out = capsys.readouterr().out

@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds for the whole command (default 10): the MILP steps get what "
                         "loading and the greedy steps leave; on time-out the greedy answer is kept")
     p.add_argument("--solver", choices=list(SOLVERS), default="scip")
+    p.add_argument("--certifier", choices=[*SOLVERS, "none"], default="cpsat",
+                   help="preemption: back-end that may prove the greedy's answer optimal before "
+                        "the phase-2 solve (default cpsat; none: always solve)")
     p.add_argument("--gap", type=cargs.number(0, 1, hi_open=True), default=1e-4,
                    help="relative optimality gap in [0, 1) (default 1e-4)")
     p.add_argument("--candidates", type=cargs.number(0, 1_000_000, integer=True), default=None,
@@ -83,7 +86,8 @@ def _solve(args: argparse.Namespace) -> int:
         raise GfsError("--export needs --out FILE")
     if args.export:
         check_out_file(args.out)
-    solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap)
+    solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap,
+                           certifier=None if args.certifier == "none" else args.certifier)
     greedy_policy(args.policy)        # an unknown policy fails before the file is read
     if args.method != "greedy" or args.export:
         _refuse_huge_raw(args)
