@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -94,6 +94,20 @@ def _params(opts: SolverOptions, time_limit: float) -> mathopt.SolveParameters:
     if opts.solver != "highs":  # HiGHS takes its thread count from a global setting only
         kw["threads"] = opts.threads
     return mathopt.SolveParameters(**kw)
+
+
+def add_row(model: mathopt.Model, terms: Iterable[tuple[float, mathopt.Variable]], *,
+            lb: float = -math.inf, ub: float = math.inf, name: str = "") -> mathopt.LinearConstraint:
+    """``lb ≤ Σ a·x ≤ ub`` from (a, x) pairs, a variable's repeats summed: the row
+    ``add_linear_constraint`` makes of the same expression, without building and normalising
+    the expression first (most of the time of building a contested pass's model, issue 13)."""
+    coef: dict[mathopt.Variable, float] = {}
+    for a, x in terms:
+        coef[x] = coef.get(x, 0.0) + a
+    row = model.add_linear_constraint(lb=lb, ub=ub, name=name)
+    for x, a in coef.items():
+        row.set_coefficient(x, a)
+    return row
 
 
 def solve(model: mathopt.Model, opts: SolverOptions, *, time_limit: float | None = None,

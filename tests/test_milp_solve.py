@@ -9,6 +9,7 @@ from ortools.math_opt.python import mathopt
 from gfs_opt.errors import GfsError
 from gfs_opt.solve import (
     SolverOptions,
+    add_row,
     certify,
     export,
     objective_at,
@@ -136,3 +137,23 @@ def test_satisfies_after_deletions_reads_rows_and_columns_by_id() -> None:
     m.delete_variable(a)                    # ids are no longer 0..n-1
     assert satisfies(m, {b: 1.0, c: 1.0}) and satisfies(m, {b: 3.0})
     assert not satisfies(m, {b: 1.0, c: 2.0}) and not satisfies(m, {c: 6.0})
+
+
+def test_add_row_is_the_row_of_the_same_expression() -> None:
+    """Rows from (coefficient, variable) pairs equal those MathOpt makes of expressions, with a
+    repeated variable summed (the placement block builds its rows this way)."""
+    def model(rows: bool) -> mathopt.Model:
+        m = mathopt.Model(name="rows")
+        x, y, z = (m.add_integer_variable(lb=0, ub=9, name=n) for n in "xyz")
+        if rows:
+            add_row(m, [(1000, x), (250, y), (-300, z)], ub=700, name="cap")
+            add_row(m, [(2, x), (-1, y), (-1, z), (1, y)], lb=0, ub=0, name="eq")
+            add_row(m, [(1, x), (-3, z)], lb=-1, name="ge")
+        else:
+            m.add_linear_constraint(1000 * x + 250 * y - 300 * z <= 700, name="cap")
+            m.add_linear_constraint(2 * x == z, name="eq")
+            m.add_linear_constraint(x - 3 * z >= -1, name="ge")
+        m.maximize(x + y)
+        return m
+
+    assert export(model(True), "lp") == export(model(False), "lp")

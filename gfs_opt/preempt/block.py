@@ -38,6 +38,7 @@ from gfs_opt.model import (
     WorkerPlacement,
     gpus_per_worker,
 )
+from gfs_opt.solve import add_row
 
 TypeKey = tuple[str, int, int]  # (pool, g milli per worker, workers)
 
@@ -216,17 +217,16 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                 continue
             freed = [(zvar(j), mm) for j, mm in cl.lp]
             cl.n_slots = min(len(cl.gpus), frac_workers[pool]) if frac_here else 0
-            loads = []
+            loads: list[list[tuple[float, mathopt.Variable]]] = []   # 1000·e_s + Σ_t g_t·q_{t,s}
             for s in range(cl.n_slots):
                 tag = f"{n}_{cl.gpus[s]}"
                 e = m.add_binary_variable(name=f"e_{tag}") if can_whole else None
                 qs = {t: m.add_integer_variable(lb=0, ub=(MILLI - cl.fixed) // t[1],
                                                 name=f"q_{tname(t)}_{tag}") for t in frac_here}
-                load = mathopt.fast_sum([MILLI * e] if e is not None else []) + \
-                    mathopt.fast_sum(t[1] * q for t, q in qs.items())
-                m.add_linear_constraint(
-                    load - mathopt.fast_sum(mm * zv for zv, mm in freed) <= cl.room,
-                    name=f"gpucap_{tag}")
+                load: list[tuple[float, mathopt.Variable]] = [(MILLI, e)] if e is not None else []
+                load += [(t[1], q) for t, q in qs.items()]
+                add_row(m, [*load, *((-mm, zv) for zv, mm in freed)], ub=cl.room,
+                        name=f"gpucap_{tag}")
                 cl.slot_vars.append((e, qs))
                 loads.append(load)
                 if e is not None:
@@ -235,12 +235,14 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                     frac_terms[t].append(q)
             if opts.symmetry_breaking:   # slots of a class are interchangeable: order by load
                 for s in range(1, len(loads)):
-                    m.add_linear_constraint(loads[s - 1] <= loads[s], name=f"sym_{n}_{cl.gpus[s]}")
+                    add_row(m, [*loads[s - 1], *((-a, x) for a, x in loads[s])], ub=0,
+                            name=f"sym_{n}_{cl.gpus[s]}")
             rest = len(cl.gpus) - cl.n_slots
             if can_whole and rest > 0:
                 cl.rest = m.add_integer_variable(lb=0, ub=rest, name=f"E_{n}_{cl.gpus[0]}")
                 for zv, _mm in freed:
-                    m.add_linear_constraint(cl.rest <= rest * zv, name=f"free_{n}_{cl.gpus[0]}_{zv.name}")
+                    add_row(m, [(1, cl.rest), (-rest, zv)], ub=0,
+                            name=f"free_{n}_{cl.gpus[0]}_{zv.name}")
                 whole_supply.append(cl.rest)
             used_classes.append(cl)
         if wt:
@@ -249,15 +251,13 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                 y[(t, n)] = m.add_integer_variable(
                     lb=0, ub=min(t[2] * len(types[t]), int(st.node_gpus[n]) // k),
                     name=f"y_{tname(t)}_{n}")
-            m.add_linear_constraint(
-                mathopt.fast_sum(gpus_per_worker(t[1]) * y[(t, n)] for t in wt)
-                == mathopt.fast_sum(whole_supply), name=f"whole_{n}")
+            add_row(m, [*((gpus_per_worker(t[1]), y[(t, n)]) for t in wt),
+                        *((-1, v) for v in whole_supply)], lb=0, ub=0, name=f"whole_{n}")
 
     for t, js in types.items():
         workers = [y[(t, n)] for n in pairs[t] if (t, n) in y] if t[1] >= MILLI else frac_terms[t]
-        m.add_linear_constraint(
-            mathopt.fast_sum(workers) == t[2] * mathopt.fast_sum(u[j] for j in js),
-            name=f"gang_{tname(t)}")
+        add_row(m, [*((1, v) for v in workers), *((-t[2], u[j]) for j in js)], lb=0, ub=0,
+                name=f"gang_{tname(t)}")
     return Block(types, u, y, z, used_classes, bool(k_limit), n_pairs)
 
 
