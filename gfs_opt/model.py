@@ -171,6 +171,10 @@ class ClusterState:
         self.node_lp_gpus = np.zeros(self.n_nodes, dtype=np.int32)
         self.gpu_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_gpus)]
         self.node_jobs: list[set[int]] = [set() for _ in range(self.n_nodes)]
+        # copy-on-write of those maps between a state and its copies (see `copy`): the indices
+        # whose map this state may change in place; None: all of them (never copied)
+        self._own_gpu: set[int] | None = None
+        self._own_node: set[int] | None = None
         self.alloc: dict[int, tuple[JobClass, int, Placement]] = {}
         bounds = np.searchsorted(self.node_pool, np.arange(len(self.pools) + 1))
         self._pool_bounds = [(int(bounds[i]), int(bounds[i + 1])) for i in range(len(self.pools))]
@@ -244,8 +248,27 @@ class ClusterState:
             self._journal.append(("alloc", job.id, (job,)))
 
     def node_jobs_add(self, job_id: int, nodes: set[int]) -> None:
+        own = self._own_node
         for n in nodes:
-            self.node_jobs[n].add(job_id)
+            (self.node_jobs[n] if own is None else self._node_set(n)).add(job_id)
+
+    def _node_set(self, node: int) -> set[int]:
+        """Node ``node``'s job set, made this state's own before a change."""
+        jobs = self.node_jobs[node]
+        own = self._own_node
+        if own is not None and node not in own:
+            jobs = self.node_jobs[node] = set(jobs)
+            own.add(node)
+        return jobs
+
+    def _gpu_map(self, gi: int) -> dict[int, int]:
+        """GPU ``gi``'s job map, made this state's own before a change."""
+        jobs = self.gpu_jobs[gi]
+        own = self._own_gpu
+        if own is not None and gi not in own:
+            jobs = self.gpu_jobs[gi] = dict(jobs)
+            own.add(gi)
+        return jobs
 
     def release(self, job: Job) -> Placement:
         """Free every GPU of a job; returns its placement."""
@@ -259,7 +282,7 @@ class ClusterState:
             base = self._node_first[node]
             for lg in gpus:
                 self._remove(base + lg, job.id, per_gpu, hp)
-            self.node_jobs[node].discard(job.id)
+            (self.node_jobs[node] if self._own_node is None else self._node_set(node)).discard(job.id)
         p = self.pool_index[job.pool]
         self.pool_used[p] = self.pool_used.item(p) - job.demand
         if hp:
@@ -272,11 +295,15 @@ class ClusterState:
 
     def _add(self, gi: int, job_id: int, m: int, hp: bool) -> None:
         jobs = self.gpu_jobs[gi]
+        if self._own_gpu is not None:   # inline test: the call costs more in the hot path
+            jobs = self._gpu_map(gi)
         jobs[job_id] = jobs.get(job_id, 0) + m
         self._change(gi, m, m if hp else 0)
 
     def _remove(self, gi: int, job_id: int, m: int, hp: bool) -> None:
         jobs = self.gpu_jobs[gi]
+        if self._own_gpu is not None:
+            jobs = self._gpu_map(gi)
         left = jobs[job_id] - m
         if left:
             jobs[job_id] = left
@@ -369,15 +396,22 @@ class ClusterState:
         return int(self.node_gpus[node] - self.node_hp_gpus[node])
 
     def copy(self) -> ClusterState:
-        """Independent deep copy (used by exact solvers and instance tools, not in hot loops)."""
+        """Independent copy (used by exact solvers and instance tools, not in hot loops).
+
+        The per-GPU and per-node job maps are shared copy-on-write: both states give up owning
+        them and copy one map before their first change to it (`_gpu_map`, `_node_set`). Copying
+        the ~13,000 maps of the full trace's cluster took 15 ms, twice per contested pass of
+        gfs-milp; a pass changes a few."""
         new = ClusterState.__new__(ClusterState)
         for name, value in self.__dict__.items():
             if isinstance(value, np.ndarray):
                 setattr(new, name, value.copy())
             else:
                 setattr(new, name, value)
-        new.gpu_jobs = [dict(d) for d in self.gpu_jobs]
-        new.node_jobs = [set(s) for s in self.node_jobs]
+        new.gpu_jobs = list(self.gpu_jobs)
+        new.node_jobs = list(self.node_jobs)
+        self._own_gpu, self._own_node = set(), set()
+        new._own_gpu, new._own_node = set(), set()
         new.alloc = dict(self.alloc)
         new.free_hist = [list(h) for h in self.free_hist]
         new.partial_used = [dict(d) for d in self.partial_used]
@@ -389,16 +423,22 @@ class ClusterState:
         problems: list[str] = []
         used = np.zeros(self.n_gpus, dtype=np.int64)
         hp = np.zeros(self.n_gpus, dtype=np.int64)
+        gpu_jobs: list[dict[int, int]] = [{} for _ in range(self.n_gpus)]
+        node_jobs: list[set[int]] = [set() for _ in range(self.n_nodes)]
         for jid, (cls_, g, placement) in self.alloc.items():
             m = milli_per_gpu(g)
             for node, gpus in placement:
+                node_jobs[node].add(jid)
                 for lg in gpus:
                     gi = int(self.node_first_gpu[node]) + lg
                     used[gi] += m
+                    gpu_jobs[gi][jid] = gpu_jobs[gi].get(jid, 0) + m
                     if cls_ is JobClass.HP:
                         hp[gi] += m
             if len(placement) == 0:
                 problems.append(f"job {jid} has an empty placement")
+        if gpu_jobs != self.gpu_jobs or node_jobs != self.node_jobs:
+            problems.append("per-GPU or per-node job maps disagree with allocations")
         if (used > MILLI).any():
             problems.append(f"{int((used > MILLI).sum())} GPUs over-allocated")
         if not np.array_equal(used, self.gpu_used) or not np.array_equal(hp, self.gpu_hp):

@@ -90,3 +90,34 @@ def test_plain_dict_copies_a_view_in_order() -> None:
         assert list(out.items()) == list(src.items()) and out is not src
         out.pop(3)
         assert 3 in src
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6),
+                              st.sampled_from([500, 1000, 2000]), st.sampled_from(["alloc", "release", "copy"])),
+                    max_size=40))
+def test_copies_share_job_maps_copy_on_write(ops: list[tuple[int, int, int, str]]) -> None:
+    """A state and its copies (and copies of copies) change independently: after any mix of
+    allocations, releases and copies, every state's job maps match its own allocations."""
+    root = ClusterState.from_nodes([("A", 4, "a"), ("A", 2, "b"), ("B", 8, "c")])
+    states: list[tuple[ClusterState, dict[int, Job]]] = [(root, {})]
+    for step, (which, pick, g, op) in enumerate(ops):
+        state, jobs = states[which % len(states)]
+        if op == "copy":
+            states.append((state.copy(), dict(jobs)))
+        elif op == "release" and jobs:
+            state.release(jobs.pop(sorted(jobs)[pick % len(jobs)]))
+        else:
+            node = pick % state.n_nodes
+            k = max(1, g // MILLI)
+            a = int(state.node_first_gpu[node])
+            local = [i for i in range(int(state.node_gpus[node]))
+                     if state.gpu_used[a + i] + min(g, MILLI) <= MILLI][:k]
+            if len(local) < k:
+                continue
+            job = Job(step, "o", state.pools[int(state.node_pool[node])], JobClass.LP, g, 1,
+                      0.0, 1.0)
+            state.allocate(job, ((node, tuple(local)),))
+            jobs[job.id] = job
+        for s, js in states:
+            assert s.check() == [] and set(s.alloc) == set(js)

@@ -17,7 +17,7 @@ from gfs_opt.model import Decision, Round
 from gfs_opt.preempt import milp as pmilp
 from gfs_opt.preempt.hp_pass import greedy_preemption
 from gfs_opt.preempt.milp import PreemptOptions, export_preemption, solve_preemption
-from gfs_opt.preempt.objective import check_decision, score
+from gfs_opt.preempt.objective import check_decision, running_usage, score
 from gfs_opt.solve import Outcome, SolverOptions
 
 INSTANCES = Path(__file__).resolve().parents[1] / "instances"
@@ -158,6 +158,11 @@ def test_checker_catches_broken_decisions() -> None:
     assert check_decision(rnd, Decision(placements={11: ((0, (3,)),)}, victims=[2]))    # half a gang
     assert check_decision(rnd, Decision(victims=[1]))                                 # HP victim
     assert check_decision(rnd, Decision(placements={10: ((0, (2, 3)),)}, victims=[2])) == []
+    usage = running_usage(rnd)                      # shared by several checks of one round
+    before = usage.copy()
+    assert check_decision(rnd, Decision(placements={10: ((0, (2, 3)),)}, victims=[2]), usage) == []
+    assert check_decision(rnd, Decision(placements={10: ((0, (0, 2)),)}), usage)
+    assert (usage == before).all() and usage.tolist() == [1000, 1000, 1000, 1000]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -32,6 +32,7 @@ from gfs_opt.preempt.objective import (
     check_decision,
     eviction_cost,
     hp_value,
+    running_usage,
     score,
 )
 from gfs_opt.solve import (
@@ -225,17 +226,18 @@ def _finish(rnd: Round, pm: PreemptModel, res: PreemptResult, p1: Outcome, p2: O
     final = p2 if p2 is not None and p2.has_solution else p1
     problems: list[str] = []
     decision: Decision | None = None
+    usage = running_usage(rnd)   # both checks below start from it
     if final.has_solution or not pm.u:
         try:
             decision = decode(rnd, pm, final)
-            problems = check_decision(rnd, decision)
+            problems = check_decision(rnd, decision, usage)
         except DecodeError as exc:
             problems = [str(exc)]
     milp_score = score(rnd, decision, opts.objective) if decision is not None and not problems else None
     status = _status(p1, p2)
     # a greedy answer that breaks a rule (e.g. hard_guarantee) only stands in when nothing else exists
     protect = rnd.params.hard_guarantee if opts.hard_guarantee is None else opts.hard_guarantee
-    greedy_ok = res.greedy is not None and not check_decision(rnd, res.greedy) and not (
+    greedy_ok = res.greedy is not None and not check_decision(rnd, res.greedy, usage) and not (
         protect and any(rnd.running[j].in_window(rnd.time) for j in res.greedy.victims))
     # a solve cut short (time-out, error) keeps its incumbent only if it beats the greedy answer
     improves = (milp_score is not None and res.greedy_score is not None

@@ -80,24 +80,34 @@ def score(rnd: Round, decision: Decision, obj: PreemptObjective = DEFAULT_OBJECT
         victims=len(set(decision.victims)))
 
 
-def check_decision(rnd: Round, decision: Decision) -> list[str]:
-    """Everything wrong with applying ``decision`` to ``rnd`` (empty list = feasible).
-
-    Checks: victims are running LP jobs (outside their window under ``hard_guarantee``);
-    placed jobs are pending, whole gangs, each worker on one node of the job's pool with the
-    right number of distinct, existing GPUs; and no GPU exceeds 1000 milli once the victims
-    are gone and the new placements are in.
-    """
+def running_usage(rnd: Round) -> np.ndarray:
+    """Milli per GPU recomputed from the running jobs' placements (not from the state's
+    counters: `check_decision` compares the two)."""
     st = rnd.state
-    problems: list[str] = []
-    pending = set(rnd.pending_hp) | set(rnd.pending_lp)
-
+    first = st.node_first_gpu.tolist()
     usage = np.zeros(st.n_gpus, dtype=np.int64)
     for run in rnd.running.values():
         m = milli_per_gpu(run.job.g)
         for node, gpus in run.placement:
             for lg in gpus:
-                usage[int(st.node_first_gpu[node]) + lg] += m
+                usage[first[node] + lg] += m
+    return usage
+
+
+def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = None) -> list[str]:
+    """Everything wrong with applying ``decision`` to ``rnd`` (empty list = feasible).
+
+    Checks: victims are running LP jobs (outside their window under ``hard_guarantee``);
+    placed jobs are pending, whole gangs, each worker on one node of the job's pool with the
+    right number of distinct, existing GPUs; and no GPU exceeds 1000 milli once the victims
+    are gone and the new placements are in. ``usage``: `running_usage(rnd)`, when the caller
+    checks several decisions on one round (it is O(running jobs); it is not changed).
+    """
+    st = rnd.state
+    problems: list[str] = []
+    pending = set(rnd.pending_hp) | set(rnd.pending_lp)
+
+    usage = running_usage(rnd) if usage is None else usage.copy()
     if not np.array_equal(usage, st.gpu_used.astype(np.int64)):
         problems.append("round state: per-GPU usage differs from the running jobs' placements")
 
