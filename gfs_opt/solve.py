@@ -227,9 +227,9 @@ def certify(model: mathopt.Model, values: Mapping[mathopt.Variable, float], opts
     offset = obj.offset
     target = offset + sum(c * values.get(v, 0.0) for v, c in terms)   # = objective_at
     slack = CERTIFY_TOL * max(1.0, abs(target))
-    expr = mathopt.LinearExpression(mathopt.fast_sum(c * v for v, c in terms))
-    cut = model.add_linear_constraint(expr >= target - offset + slack if obj.is_maximize
-                                      else expr <= target - offset - slack)
+    row = [(c, v) for v, c in terms]
+    cut = (add_row(model, row, lb=target - offset + slack) if obj.is_maximize
+           else add_row(model, row, ub=target - offset - slack))
     obj.clear()   # a feasibility question: the first solution found ends the search
     kw: dict[str, object] = {}
     if by != "highs":  # as in `_params`
