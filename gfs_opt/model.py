@@ -124,6 +124,19 @@ class AllocationError(ValueError):
     """A placement that would over-allocate a GPU or break a gang."""
 
 
+_Shared = TypeVar("_Shared", dict[int, int], set[int])
+
+
+def _owned(maps: list[_Shared], own: set[int] | None, i: int) -> _Shared:
+    """``maps[i]``, replaced by a copy first unless ``own`` (None: all) says it is unshared
+    (`ClusterState.copy` shares the job maps copy-on-write)."""
+    m = maps[i]
+    if own is not None and i not in own:
+        m = maps[i] = m.copy()
+        own.add(i)
+    return m
+
+
 class ClusterState:
     """Per-GPU allocations with per-node counters kept incrementally for fast scoring.
 
@@ -254,21 +267,11 @@ class ClusterState:
 
     def _node_set(self, node: int) -> set[int]:
         """Node ``node``'s job set, made this state's own before a change."""
-        jobs = self.node_jobs[node]
-        own = self._own_node
-        if own is not None and node not in own:
-            jobs = self.node_jobs[node] = set(jobs)
-            own.add(node)
-        return jobs
+        return _owned(self.node_jobs, self._own_node, node)
 
     def _gpu_map(self, gi: int) -> dict[int, int]:
         """GPU ``gi``'s job map, made this state's own before a change."""
-        jobs = self.gpu_jobs[gi]
-        own = self._own_gpu
-        if own is not None and gi not in own:
-            jobs = self.gpu_jobs[gi] = dict(jobs)
-            own.add(gi)
-        return jobs
+        return _owned(self.gpu_jobs, self._own_gpu, gi)
 
     def release(self, job: Job) -> Placement:
         """Free every GPU of a job; returns its placement."""

@@ -11,7 +11,7 @@ import datetime
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from ortools.math_opt.python import mathopt
@@ -224,18 +224,13 @@ def certify(model: mathopt.Model, values: Mapping[mathopt.Variable, float], opts
         return None
     obj = model.objective
     terms = [(t.variable, t.coefficient) for t in obj.linear_terms()]
-    offset = obj.offset
-    target = offset + sum(c * values.get(v, 0.0) for v, c in terms)   # = objective_at
+    offset, target = obj.offset, objective_at(model, values)
     slack = CERTIFY_TOL * max(1.0, abs(target))
     row = [(c, v) for v, c in terms]
     cut = (add_row(model, row, lb=target - offset + slack) if obj.is_maximize
            else add_row(model, row, ub=target - offset - slack))
     obj.clear()   # a feasibility question: the first solution found ends the search
-    kw: dict[str, object] = {}
-    if by != "highs":  # as in `_params`
-        kw["threads"] = opts.threads
-    params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=max(time_limit, 0.01)),
-                                     random_seed=opts.seed, **kw)
+    params = _params(replace(opts, solver=by, certifier=None), time_limit)
     t0 = time.perf_counter()
     try:
         reason = mathopt.solve(model, SOLVERS[by], params=params).termination.reason
