@@ -20,6 +20,22 @@ def recount(state: ClusterState, pool: int, k: int) -> tuple[int, int]:
     return int(free.max(initial=0)), int((free // k).sum())
 
 
+def place_one(state: ClusterState, jobs: dict[int, Job], jid: int, pick: int, g: int,
+              cls: JobClass) -> None:
+    """A one-worker job of ``g`` milli on node ``pick`` (mod the nodes), on its first GPUs with
+    room, recorded in ``jobs``; nothing if the node lacks room."""
+    node = pick % state.n_nodes
+    k = max(1, g // MILLI)
+    a = int(state.node_first_gpu[node])
+    local = [i for i in range(int(state.node_gpus[node]))
+             if state.gpu_used[a + i] + min(g, MILLI) <= MILLI][:k]
+    if len(local) < k:
+        return
+    job = Job(jid, "o", state.pools[int(state.node_pool[node])], cls, g, 1, 0.0, 1.0)
+    state.allocate(job, ((node, tuple(local)),))
+    jobs[job.id] = job
+
+
 @settings(max_examples=80, deadline=None)
 @given(sizes=st.lists(st.tuples(st.sampled_from(POOLS), st.sampled_from([1, 2, 4, 8])),
                       min_size=1, max_size=6),
@@ -33,17 +49,7 @@ def test_free_histogram_follows_every_change(sizes: list[tuple[str, int]],
         if release and jobs:
             state.release(jobs.pop(sorted(jobs)[pick % len(jobs)]))
         else:
-            node = pick % state.n_nodes
-            k = max(1, g // MILLI)
-            a = int(state.node_first_gpu[node])
-            local = [i for i in range(int(state.node_gpus[node]))
-                     if state.gpu_used[a + i] + min(g, MILLI) <= MILLI][:k]
-            if len(local) < k:
-                continue
-            job = Job(step, "o", state.pools[int(state.node_pool[node])],
-                      JobClass.HP if hp else JobClass.LP, g, 1, 0.0, 1.0)
-            state.allocate(job, ((node, tuple(local)),))
-            jobs[job.id] = job
+            place_one(state, jobs, step, pick, g, JobClass.HP if hp else JobClass.LP)
         assert state.check() == []
         for p in range(len(state.pools)):
             for k in (1, 2, 4, 8):
@@ -108,16 +114,6 @@ def test_copies_share_job_maps_copy_on_write(ops: list[tuple[int, int, int, str]
         elif op == "release" and jobs:
             state.release(jobs.pop(sorted(jobs)[pick % len(jobs)]))
         else:
-            node = pick % state.n_nodes
-            k = max(1, g // MILLI)
-            a = int(state.node_first_gpu[node])
-            local = [i for i in range(int(state.node_gpus[node]))
-                     if state.gpu_used[a + i] + min(g, MILLI) <= MILLI][:k]
-            if len(local) < k:
-                continue
-            job = Job(step, "o", state.pools[int(state.node_pool[node])], JobClass.LP, g, 1,
-                      0.0, 1.0)
-            state.allocate(job, ((node, tuple(local)),))
-            jobs[job.id] = job
+            place_one(state, jobs, step, pick, g, JobClass.LP)
         for s, js in states:
             assert s.check() == [] and set(s.alloc) == set(js)
