@@ -112,6 +112,12 @@ class RunningJob:
     placement: Placement
     evictions: int = 0
 
+    def checkpointed(self, t: float) -> RunningJob:
+        """This job after a checkpoint at ``t`` that starts a new guarantee window (the same
+        as ``dataclasses.replace(self, last_ckpt=t, window_start=t)``, at half the cost: the
+        engine does it at every window end)."""
+        return RunningJob(self.job, self.start, t, t, self.placement, self.evictions)
+
     def wasted_work(self, t: float) -> float:
         """GPU-seconds lost if evicted now: c_j = g·w·(t − last_ckpt) (in GPUs, not milli)."""
         return self.job.demand / MILLI * max(0.0, t - self.last_ckpt)
@@ -247,8 +253,11 @@ class ClusterState:
                 raise AllocationError(
                     f"job {job.id}: GPU {gi} over-allocated ({int(self.gpu_used[gi])} + {m} > {MILLI})")
         hp = job.cls is JobClass.HP
-        for gi, m in want.items():
-            self._add(gi, job.id, m, hp)
+        if per_gpu == MILLI:
+            self._take_whole(want, job.id, hp)
+        else:
+            for gi, m in want.items():
+                self._add(gi, job.id, m, hp)
         self.node_jobs_add(job.id, {node for node, _ in placement})
         self.alloc[job.id] = (job.cls, job.g, normalized(placement))
         p = self.pool_index[job.pool]
@@ -281,10 +290,14 @@ class ClusterState:
         cls_, g, placement = entry
         per_gpu = milli_per_gpu(g)
         hp = cls_ is JobClass.HP
+        whole = per_gpu == MILLI
         for node, gpus in placement:
             base = self._node_first[node]
-            for lg in gpus:
-                self._remove(base + lg, job.id, per_gpu, hp)
+            if whole:
+                self._free_whole(node, [base + lg for lg in gpus], job.id, hp)
+            else:
+                for lg in gpus:
+                    self._remove(base + lg, job.id, per_gpu, hp)
             (self.node_jobs[node] if self._own_node is None else self._node_set(node)).discard(job.id)
         p = self.pool_index[job.pool]
         self.pool_used[p] = self.pool_used.item(p) - job.demand
@@ -295,6 +308,47 @@ class ClusterState:
         if self._journal is not None:
             self._journal.append(("release", job.id, (job, placement)))
         return placement
+
+    def _take_whole(self, gpus: Iterable[int], job_id: int, hp: bool) -> None:
+        """`_add` of a whole GPU to each of ``gpus`` (all free, checked by the caller): each
+        goes from free to full, so its node's counters move once by the GPUs it gives, not once
+        per GPU (a whole-GPU gang holds 7 GPUs on average in the full trace)."""
+        used, hp_used, gpu_node = self.gpu_used, self.gpu_hp, self._gpu_node
+        own = self._own_gpu
+        taken: dict[int, int] = {}
+        for gi in gpus:
+            (self.gpu_jobs[gi] if own is None else self._gpu_map(gi))[job_id] = MILLI
+            used[gi] = MILLI
+            if hp:
+                hp_used[gi] = MILLI
+            node = gpu_node[gi]
+            taken[node] = taken.get(node, 0) + 1
+        same = self.node_hp_gpus if hp else self.node_lp_gpus
+        for node, c in taken.items():
+            self._move_free(node, -c)
+            same[node] = same.item(node) + c
+
+    def _free_whole(self, node: int, gpus: list[int], job_id: int, hp: bool) -> None:
+        """`_remove` of job ``job_id``'s whole GPUs ``gpus`` of ``node``: it held each alone."""
+        used, hp_used = self.gpu_used, self.gpu_hp
+        own = self._own_gpu
+        for gi in gpus:
+            del (self.gpu_jobs[gi] if own is None else self._gpu_map(gi))[job_id]
+            used[gi] = 0
+            if hp:
+                hp_used[gi] = 0
+        c = len(gpus)
+        self._move_free(node, c)
+        same = self.node_hp_gpus if hp else self.node_lp_gpus
+        same[node] = same.item(node) - c
+
+    def _move_free(self, node: int, d_free: int) -> None:
+        """Change a node's count of fully free GPUs and its pool's histogram of those counts."""
+        f0 = self.node_free.item(node)
+        self.node_free[node] = f0 + d_free
+        hist = self.free_hist[self._node_pool[node]]
+        hist[f0] -= 1
+        hist[f0 + d_free] += 1
 
     def _add(self, gi: int, job_id: int, m: int, hp: bool) -> None:
         jobs = self.gpu_jobs[gi]
@@ -336,11 +390,7 @@ class ClusterState:
                 part[u1] = part.get(u1, 0) + 1
         d_free = (u1 == 0) - (u0 == 0)
         if d_free:
-            f0 = self.node_free.item(node)
-            self.node_free[node] = f0 + d_free
-            hist = self.free_hist[self._node_pool[node]]
-            hist[f0] -= 1
-            hist[f0 + d_free] += 1
+            self._move_free(node, d_free)
         d_hp = (h1 > 0) - (h0 > 0)
         if d_hp:
             self.node_hp_gpus[node] = self.node_hp_gpus.item(node) + d_hp
@@ -456,6 +506,13 @@ class ClusterState:
             hist[self._node_pool[node]][f] += 1
         if hist != self.free_hist:
             problems.append("per-pool free-GPU histograms disagree with allocations")
+        if self.n_gpus:
+            starts = self.node_first_gpu[:-1]
+            with_hp = np.add.reduceat((hp > 0).astype(np.int32), starts)
+            lp_only = np.add.reduceat(((used > 0) & (hp == 0)).astype(np.int32), starts)
+            if (not np.array_equal(with_hp, self.node_hp_gpus)
+                    or not np.array_equal(lp_only, self.node_lp_gpus)):
+                problems.append("per-node HP / LP GPU counters disagree with allocations")
         part: list[dict[int, int]] = [{} for _ in self.pools]
         for gi, u in enumerate(used.tolist()):
             if 0 < u < MILLI:
@@ -514,6 +571,13 @@ class PoolStatus:
     succeeded: int = 0          # (node cost S)
     oldest_lp_wait: float = 0.0  # seconds the oldest pending LP job waited since (re)queue
     has_hp_history: bool = True
+
+    def counted(self, ok: bool) -> PoolStatus:
+        """This status with one more window outcome since the start (``succeeded`` or
+        ``failed`` + 1; `dataclasses.replace` costs twice as much, once per window outcome)."""
+        return PoolStatus(self.eta, self.recent_failed, self.recent_succeeded,
+                          self.failed + (not ok), self.succeeded + ok, self.oldest_lp_wait,
+                          self.has_hp_history)
 
 
 @dataclass(frozen=True, slots=True)

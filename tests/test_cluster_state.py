@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gfs_opt.model import MILLI, ClusterState, Job, JobClass
-from gfs_opt.preempt.scoring import best_node_whole, worker_slots
+from gfs_opt.preempt.scoring import best_node_whole, place_gang, worker_slots
 
 POOLS = ("A", "B")
 
@@ -67,6 +67,30 @@ def test_free_histogram_follows_every_change(sizes: list[tuple[str, int]],
         assert copy.check() == [] and state.check() == []
 
 
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.tuples(st.sampled_from(POOLS), st.sampled_from([2, 4, 8])),
+                      min_size=1, max_size=5),
+       ops=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([1000, 2000, 4000]),
+                              st.integers(1, 4), st.booleans(), st.booleans()), max_size=30))
+def test_whole_gpu_gangs_keep_every_counter(sizes: list[tuple[str, int]],
+                                            ops: list[tuple[int, int, int, bool, bool]]) -> None:
+    """Gangs of whole GPUs (several workers per node: the node-at-once path of `allocate` and
+    `release`) leave every counter equal to a recount."""
+    state = ClusterState.from_nodes((p, g, f"n{i}") for i, (p, g) in enumerate(sizes))
+    jobs: dict[int, Job] = {}
+    for step, (pick, g, w, hp, release) in enumerate(ops):
+        if release and jobs:
+            state.release(jobs.pop(sorted(jobs)[pick % len(jobs)]))
+        else:
+            job = Job(step, "o", state.pools[pick % len(state.pools)],
+                      JobClass.HP if hp else JobClass.LP, g, w, 0.0, 1.0)
+            placement = place_gang(state, job, None)
+            if placement is not None:
+                state.allocate(job, placement)
+                jobs[job.id] = job
+        assert state.check() == []
+
+
 def test_check_reports_a_histogram_out_of_step() -> None:
     state = ClusterState.from_nodes([("A", 8, "a"), ("A", 4, "b")])
     job = Job(1, "o", "A", JobClass.LP, 2000, 2, 0.0, 1.0)
@@ -117,3 +141,22 @@ def test_copies_share_job_maps_copy_on_write(ops: list[tuple[int, int, int, str]
             place_one(state, jobs, step, pick, g, JobClass.LP)
         for s, js in states:
             assert s.check() == [] and set(s.alloc) == set(js)
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.tuples(*[st.integers(0, 10**6)] * 4), wait=st.floats(0, 1e7),
+       flags=st.tuples(st.booleans(), st.booleans()), t=st.floats(0, 1e7))
+def test_record_shortcuts_equal_dataclass_replace(counts: tuple[int, int, int, int], wait: float,
+                                                  flags: tuple[bool, bool], t: float) -> None:
+    """The engine's hot-path copies of `PoolStatus` and `RunningJob` (`counted`,
+    `checkpointed`) are exactly `dataclasses.replace` of the fields they change."""
+    from dataclasses import replace
+
+    from gfs_opt.model import PoolStatus, RunningJob
+
+    status = PoolStatus(0.5, *counts, wait, flags[0])
+    assert status.counted(flags[1]) == (replace(status, succeeded=status.succeeded + 1)
+                                        if flags[1] else replace(status, failed=status.failed + 1))
+    rj = RunningJob(Job(7, "o", "A", JobClass.LP, 2000, 2, 1.0, 9.0), 3.0, 4.0, 5.0,
+                    ((0, (0, 1)), (1, (2, 3))), counts[0])
+    assert rj.checkpointed(t) == replace(rj, last_ckpt=t, window_start=t)

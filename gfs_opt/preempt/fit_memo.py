@@ -34,7 +34,16 @@ class FailSizes:
 
     def covers(self, shapes: Iterable[tuple[int, int, float]]) -> bool:
         """Every (g, w, …) shape is dominated."""
-        return all(self.dominated(s[0], s[1]) for s in shapes)
+        front = self.front
+        # `dominated` inlined: a pass asks this of every waiting shape of a backlogged pool
+        for s in shapes:
+            g, w = s[0], s[1]
+            for gf, wf in front:
+                if g >= gf and w >= wf:
+                    break
+            else:
+                return False
+        return True
 
     def skips(self, shape: tuple[int, int, float]) -> bool:
         """`dominated` for a queue shape (a `PendingQueue.cursors` filter)."""

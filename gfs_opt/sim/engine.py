@@ -121,6 +121,7 @@ class Simulator:
         self.lp_q = PendingQueue(JobClass.LP)
         self.pool_status = {p: PoolStatus() for p in self.state.pools}
         self.recent: dict[str, deque[tuple[float, bool]]] = {p: deque() for p in self.state.pools}
+        self._recent_ok = dict.fromkeys(self.state.pools, 0)   # successes in `recent`
         self.lp_enqueued: dict[str, deque[tuple[float, int]]] = {p: deque() for p in self.state.pools}
         self.node_evictions: deque[tuple[float, tuple[int, ...]]] = deque()   # the last day's
         self._evictions_1h: deque[tuple[float, tuple[int, ...]]] = deque()    # the last hour's
@@ -228,9 +229,8 @@ class Simulator:
         else:
             r.windows_failed += 1
         self.recent[pool].append((t, ok))
-        st = self.pool_status[pool]
-        self.pool_status[pool] = (replace(st, succeeded=st.succeeded + 1) if ok
-                                  else replace(st, failed=st.failed + 1))
+        self._recent_ok[pool] += ok
+        self.pool_status[pool] = self.pool_status[pool].counted(ok)
         if r.in_eval:
             self.recorder.window(t, pool, ok)
 
@@ -248,7 +248,7 @@ class Simulator:
         r.ckpt_time = t
         r.window_start = t
         rj = self.running[r.job.id]
-        self.running[r.job.id] = replace(rj, last_ckpt=t, window_start=t)
+        self.running[r.job.id] = rj.checkpointed(t)
         self._push_window(r)
 
     def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False) -> None:
@@ -286,11 +286,14 @@ class Simulator:
         horizon = self.params.horizon_h * HOUR
         for pool, dq in self.recent.items():
             while dq and dq[0][0] < t - horizon:
-                dq.popleft()
-            ok = sum(1 for _t, ok in dq if ok)
-            self.pool_status[pool] = replace(self.pool_status[pool], recent_succeeded=ok,
-                                             recent_failed=len(dq) - ok,
-                                             oldest_lp_wait=self._oldest_lp_wait(pool, t))
+                self._recent_ok[pool] -= dq.popleft()[1]
+            ok = self._recent_ok[pool]
+            st = self.pool_status[pool]
+            wait = self._oldest_lp_wait(pool, t)
+            if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait) != (ok, len(dq) - ok,
+                                                                             wait):
+                self.pool_status[pool] = replace(st, recent_succeeded=ok,
+                                                 recent_failed=len(dq) - ok, oldest_lp_wait=wait)
         for window, counts, span in ((self.node_evictions, self._c1d, DAY),
                                      (self._evictions_1h, self._c1h, HOUR)):
             while window and window[0][0] < t - span:

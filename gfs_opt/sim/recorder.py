@@ -29,6 +29,7 @@ class Recorder:
         self.report_time: dict[tuple[str, str], float] = {}
         self.jobs: pd.DataFrame | None = None
         self.end_time = math.nan
+        self._timeseries: tuple[int, pd.DataFrame] | None = None   # (samples it holds, table)
 
     def in_window(self, t: float) -> bool:
         return self.eval_start <= t < self.eval_end
@@ -73,7 +74,15 @@ class Recorder:
 
     # ---- tables ------------------------------------------------------------------------------
     def timeseries(self) -> pd.DataFrame:
-        """One row per 60 s sample and pool: allocated/HP/LP GPUs, capacity."""
+        """One row per 60 s sample and pool: allocated/HP/LP GPUs, capacity (a fresh copy: a
+        run's summary, per-pool table and output each ask, and stacking tens of thousands of
+        samples is the cost)."""
+        n = len(self.sample_t)
+        if self._timeseries is None or self._timeseries[0] != n:
+            self._timeseries = (n, self._build_timeseries())
+        return self._timeseries[1].copy()
+
+    def _build_timeseries(self) -> pd.DataFrame:
         if not self.sample_t:
             return pd.DataFrame(columns=["t", "pool", "allocated", "hp", "lp", "capacity"])
         pools = self.state.pools
