@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gfs_opt.model import MILLI, ClusterState, Job, JobClass
-from gfs_opt.preempt.scoring import best_node_whole, place_gang, worker_slots
+from gfs_opt.preempt.scoring import best_node_whole, free_gpus_on, place_gang, worker_slots
 
 POOLS = ("A", "B")
 
@@ -89,6 +89,21 @@ def test_whole_gpu_gangs_keep_every_counter(sizes: list[tuple[str, int]],
                 state.allocate(job, placement)
                 jobs[job.id] = job
         assert state.check() == []
+        for node in range(state.n_nodes):
+            a, b = int(state.node_first_gpu[node]), int(state.node_first_gpu[node + 1])
+            free = np.flatnonzero(state.gpu_used[a:b] == 0).tolist()
+            for k in (1, 2, 3, 8):
+                assert free_gpus_on(state, node, k) == tuple(free[:k])
+
+
+def test_a_kept_plan_compares_placements_by_value() -> None:
+    from gfs_opt.sim.engine import _same_placement
+
+    held = ((1, (2, 3)), (4, (0, 1)))
+    assert _same_placement(held, ((1, (2, 3)), (4, (0, 1))))
+    assert _same_placement(held, [(np.int64(1), np.array([2, 3])), (4, [0, 1])])
+    assert not _same_placement(held, ((1, (3, 2)), (4, (0, 1))))
+    assert not _same_placement(held, [(1, np.array([2, 4])), (4, (0, 1))])
 
 
 def test_check_reports_a_histogram_out_of_step() -> None:

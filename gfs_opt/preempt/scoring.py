@@ -159,8 +159,16 @@ def best_gpu_fraction(state: ClusterState, pool: int, g: int) -> int:
 
 def free_gpus_on(state: ClusterState, node: int, k: int) -> tuple[int, ...]:
     """The first ``k`` fully free local GPU indices of a node."""
-    a, b = int(state.node_first_gpu[node]), int(state.node_first_gpu[node + 1])
-    return tuple(np.flatnonzero(state.gpu_used[a:b] == 0)[:k].tolist())
+    # a loop over the node's few GPUs: numpy's per-call overhead is most of the cost here
+    used = state.gpu_used
+    first = state._node_first[node]
+    out: list[int] = []
+    for lg in range(state._node_gpus[node]):
+        if used.item(first + lg) == 0:
+            out.append(lg)
+            if len(out) == k:
+                break
+    return tuple(out)
 
 
 def place_worker(state: ClusterState, job: Job, e_score: np.ndarray | None,

@@ -50,6 +50,18 @@ HOUR = 3_600.0
 _WINDOW, _COMPLETE = 0, 1
 
 
+def _same_placement(held: Placement, pl: Placement) -> bool:
+    """Whether the state's (normalized) ``held`` is placement ``pl``: a plain compare first
+    (C-level; a policy usually hands the tuples it allocated), `normalized` only if that fails
+    or cannot answer (numpy arrays inside)."""
+    try:
+        if held == pl:
+            return True
+    except ValueError:
+        pass
+    return held == normalized(pl)
+
+
 class InvalidDecision(GfsError):
     """A policy asked for something the engine must refuse (HP eviction, over-allocation…)."""
 
@@ -367,7 +379,7 @@ class Simulator:
         alloc = self.state.alloc
         for jid, pl in d.placements.items():
             entry = alloc.get(jid)
-            if entry is None or entry[2] != normalized(pl):
+            if entry is None or not _same_placement(entry[2], pl):
                 return False
         return True
 
