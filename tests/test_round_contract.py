@@ -51,6 +51,23 @@ def test_the_round_a_policy_gets_is_read_only() -> None:
         next(iter(rnd.running.values())).window_start = 0.0  # type: ignore[misc]
 
 
+def test_the_engines_round_is_the_one_the_constructor_builds() -> None:
+    """`Simulator.round_at` fills a Round without its __init__ (speed); every field must be
+    what the constructor would have set, for a refresh and for a pass over dirty pools."""
+    sim = simulator()
+    sim.run()
+    sim.dirty.update(sim.state.pools[:1])
+    for quota_due in (True, False):
+        fast = sim.round_at(123.0, quota_due)
+        built = Round(**{f.name: getattr(fast, f.name) for f in dataclasses.fields(Round)})
+        assert fast == built and vars(fast) == vars(built)
+        assert fast.time == 123.0 and fast.quota_due is quota_due and fast.state is sim.state
+        assert fast.dirty_pools == (None if quota_due else frozenset(sim.state.pools[:1]))
+        assert fast.pending_hp is sim.hp_q and fast.params is sim.params
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.time = 0.0  # type: ignore[misc]
+
+
 def test_the_engine_leaves_the_callers_params_alone() -> None:
     params = Params(rho=0.8)
     sim = simulator(params=params)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gfs_opt.model import Decision, JobClass, Round, RunningJob, SolveReport, plain_dict
-from gfs_opt.pending import PTS_ORDER, QueueOrder, as_queue
+from gfs_opt.pending import PTS_ORDER, PendingQueue, QueueOrder, as_queue
 from gfs_opt.preempt.fit_memo import FailSizes, FitMemo
 from gfs_opt.preempt.greedy import (
     PTS_RULE,
@@ -28,11 +28,13 @@ from gfs_opt.preempt.greedy import (
 from gfs_opt.preempt.scoring import BEST_FIT, Placer, pool_can_fit
 
 
-def pools_to_run(rnd: Round, queue_pools: list[str]) -> list[str]:
-    """The pools of ``queue_pools`` a pass visits: those that changed since the last pass."""
-    pools = sorted(queue_pools)
+def pools_to_run(rnd: Round, queue: PendingQueue) -> list[str]:
+    """The pools with jobs in ``queue`` a pass visits, in name order: those that changed since
+    the last pass (usually one, so the queue's other pools are not looked at)."""
     dirty = rnd.dirty_pools
-    return pools if dirty is None else [p for p in pools if p in dirty]
+    if dirty is None:
+        return sorted(queue.pools())
+    return sorted(p for p in dirty if queue.shapes(p))
 
 
 def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer,
@@ -53,7 +55,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         memo = None
     own: dict[int, RunningJob] | None = None  # copy-on-write: most passes evict nobody
     e_score, use_history = placer.e_score, placer.use_history
-    for pool in pools_to_run(rnd, queue.pools()):
+    for pool in pools_to_run(rnd, queue):
         fails = FailSizes()
         known = memo.known(rnd, pool, decision) if memo is not None else None
         skip = None

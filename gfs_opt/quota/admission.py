@@ -103,7 +103,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     def holds_line(jid: int) -> bool:
         return holds_since(rnd.queued_since.get(jid, rnd.jobs[jid].submit))
 
-    for pool in pools_to_run(rnd, queue.pools()):
+    for pool in pools_to_run(rnd, queue):
         p = st.pool_index.get(pool)
         if p is None:
             continue
