@@ -217,12 +217,14 @@ class PendingQueue:
         shapes = self._shapes.get(pool)
         if not shapes:
             return []
+        again = self._again.get(pool, {})
+        if fifo:   # the common case of FIFO policies, built in one go
+            entries = [((), s, lst, again.get(s, NONE)) for s, lst in shapes.items()
+                       if skip is None or not skip(s)]
+            return [ShapeCursor(entries)] if entries else []
         items = [(s, lst) for s, lst in shapes.items() if skip is None or not skip(s)]
         if not items:
             return []
-        again = self._again.get(pool, {})
-        if fifo:
-            return [ShapeCursor([((), s, lst, again.get(s, NONE)) for s, lst in items])]
         by_g: dict[int, list[ShapeEntries]] = {}
         lp = self.cls is JobClass.LP
         for s, lst in items:
