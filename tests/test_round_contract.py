@@ -176,3 +176,17 @@ def test_node_eviction_counts_equal_a_recount_and_are_reused_while_unchanged() -
     sim.run()
     assert seen["refreshes"] > 50 and seen["nonzero"] > 0, seen
     assert seen["reused"] > 0 and seen["fresh"] > 1, seen
+
+
+def test_the_recorders_timeseries_is_built_once_and_handed_out_as_copies() -> None:
+    sim = simulator()
+    sim.run()
+    rec = sim.recorder
+    first = rec.timeseries()
+    assert len(first) and (first["allocated"] >= 0).all()
+    first["allocated"] = -1.0                      # a caller's edit stays the caller's
+    again = rec.timeseries()
+    assert (again["allocated"] >= 0).all()
+    assert again.equals(rec._build_timeseries())
+    rec.sample(rec.sample_t[-1] + 60.0)            # a new sample: the table follows
+    assert len(rec.timeseries()) == len(again) + len(sim.state.pools)

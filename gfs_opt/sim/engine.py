@@ -305,13 +305,13 @@ class Simulator:
         for pool, dq in self.recent.items():
             while dq and dq[0][0] < t - horizon:
                 self._recent_ok[pool] -= dq.popleft()[1]
-            ok = self._recent_ok[pool]
-            st = self.pool_status[pool]
+            ok, failed = self._recent_ok[pool], len(dq) - self._recent_ok[pool]
             wait = self._oldest_lp_wait(pool, t)
-            if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait) != (ok, len(dq) - ok,
-                                                                             wait):
-                self.pool_status[pool] = replace(st, recent_succeeded=ok,
-                                                 recent_failed=len(dq) - ok, oldest_lp_wait=wait)
+            st = self.pool_status[pool]
+            # most refreshes of a calm pool restate what its status says: no new record then
+            if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait) != (ok, failed, wait):
+                self.pool_status[pool] = replace(st, recent_succeeded=ok, recent_failed=failed,
+                                                 oldest_lp_wait=wait)
         for window, counts, span in ((self.node_evictions, self._c1d, DAY),
                                      (self._evictions_1h, self._c1h, HOUR)):
             while window and window[0][0] < t - span:
