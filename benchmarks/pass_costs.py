@@ -2,12 +2,14 @@
 within 2× of the toy's": is a pass dearer on a big cluster, or is the mix of events different?).
 
     python benchmarks/pass_costs.py toy yarn-cs
-    python benchmarks/pass_costs.py full@0.25 yarn-cs
+    python benchmarks/pass_costs.py full@0.25 yarn-cs --by-pool   # and per dirty pool
 
 Cases are `bench_sim.py`'s. Policy passes are timed one by one (process time) and split into
 quota refreshes, passes after job events that started or evicted something, and passes after
 job events that changed nothing; "other" is the rest of the event loop (arrivals, completions,
-window ends, samples, hour and day boundaries). The timing adds a little to every pass.
+window ends, samples, hour and day boundaries). ``--by-pool`` also splits the job-event passes by
+the pools they visit, with the mean HP queue of the pool (a standing backlog makes its passes
+dearer). The timing adds a little to every pass.
 """
 
 from __future__ import annotations
@@ -26,16 +28,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("case")
     ap.add_argument("policy")
+    ap.add_argument("--by-pool", action="store_true")
     a = ap.parse_args()
     from gfs_opt.experiments.runner import prepare_trace, run
     from gfs_opt.sim import engine
 
     cost: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    by_pool: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0])
     loop: list[float] = []
     plain_pass, plain_run = engine.Simulator._policy_pass, engine.Simulator._run
 
     def timed_pass(sim: engine.Simulator, t: float, quota_due: bool) -> None:
         before = (len(sim.hp_q), len(sim.lp_q), len(sim.running))
+        pools = ",".join(sorted(sim.dirty))
+        hp_waiting = sum(len(lst) for p in sim.dirty for lst in sim.hp_q.shapes(p).values())
         c0 = time.process_time()
         plain_pass(sim, t, quota_due)
         dt = time.process_time() - c0
@@ -45,6 +51,11 @@ def main() -> None:
                 "job event, nothing changed")
         cost[kind][0] += 1
         cost[kind][1] += dt
+        if not quota_due:
+            row = by_pool[pools]
+            row[0] += 1
+            row[1] += dt
+            row[2] += hp_waiting
 
     def timed_run(sim: engine.Simulator, progress: object) -> engine.SimResult:
         c0 = time.process_time()
@@ -62,6 +73,11 @@ def main() -> None:
     for kind, (n, s) in sorted(cost.items()):
         print(f"  {kind:42s} {int(n):>9,} passes {s:8.2f} s {s / max(n, 1) * 1e6:7.0f} µs each")
     print(f"  {'other event handling':42s} {'':>16s} {loop[0] - passes:8.2f} s")
+    if a.by_pool:
+        print("job-event passes by the pools they visit (the ten dearest):")
+        for pools, (n, s, q) in sorted(by_pool.items(), key=lambda kv: -kv[1][1])[:10]:
+            print(f"  {pools[:42]:42s} {int(n):>9,} passes {s:8.2f} s {s / n * 1e6:7.0f} µs each, "
+                  f"mean HP queue {q / n:,.1f}")
 
 
 if __name__ == "__main__":
