@@ -223,12 +223,11 @@ def certify(model: mathopt.Model, values: Mapping[mathopt.Variable, float], opts
     if by is None or by == opts.solver:
         return None
     obj = model.objective
-    terms = [(t.variable, t.coefficient) for t in obj.linear_terms()]
+    terms = [(t.coefficient, t.variable) for t in obj.linear_terms()]   # the cut's row too
     offset, target = obj.offset, objective_at(model, values)
     slack = CERTIFY_TOL * max(1.0, abs(target))
-    row = [(c, v) for v, c in terms]
-    cut = (add_row(model, row, lb=target - offset + slack) if obj.is_maximize
-           else add_row(model, row, ub=target - offset - slack))
+    cut = (add_row(model, terms, lb=target - offset + slack) if obj.is_maximize
+           else add_row(model, terms, ub=target - offset - slack))
     obj.clear()   # a feasibility question: the first solution found ends the search
     params = _params(replace(opts, solver=by, certifier=None), time_limit)
     t0 = time.perf_counter()
@@ -238,7 +237,7 @@ def certify(model: mathopt.Model, values: Mapping[mathopt.Variable, float], opts
         return None
     finally:
         model.delete_linear_constraint(cut)
-        for v, c in terms:
+        for c, v in terms:
             obj.set_linear_coefficient(v, c)
         obj.offset = offset
     if reason is not mathopt.TerminationReason.INFEASIBLE:
