@@ -40,8 +40,9 @@ def main() -> None:
 
     def timed_pass(sim: engine.Simulator, t: float, quota_due: bool) -> None:
         before = (len(sim.hp_q), len(sim.lp_q), len(sim.running))
-        pools = ",".join(sorted(sim.dirty))
-        hp_waiting = sum(len(lst) for p in sim.dirty for lst in sim.hp_q.shapes(p).values())
+        if a.by_pool:   # only when asked: it lands in "other event handling" otherwise
+            pools = ",".join(sorted(sim.dirty))
+            hp_waiting = sum(len(lst) for p in sim.dirty for lst in sim.hp_q.shapes(p).values())
         c0 = time.process_time()
         plain_pass(sim, t, quota_due)
         dt = time.process_time() - c0
@@ -51,7 +52,7 @@ def main() -> None:
                 "job event, nothing changed")
         cost[kind][0] += 1
         cost[kind][1] += dt
-        if not quota_due:
+        if a.by_pool and not quota_due:
             row = by_pool[pools]
             row[0] += 1
             row[1] += dt
