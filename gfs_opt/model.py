@@ -188,6 +188,9 @@ class ClusterState:
         self.partial_used: list[dict[int, int]] = [{} for _ in self.pools]
         self.node_hp_gpus = np.zeros(self.n_nodes, dtype=np.int32)
         self.node_lp_gpus = np.zeros(self.n_nodes, dtype=np.int32)
+        # per pool, how many nodes have f GPUs without HP (index f): the GPUs preemption can
+        # free, so whole-GPU worker slots under preemption without a pass over the pool's nodes
+        self.nonhp_hist: list[list[int]] = [list(h) for h in self.free_hist]
         self.gpu_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_gpus)]
         self.node_jobs: list[set[int]] = [set() for _ in range(self.n_nodes)]
         # copy-on-write of those maps between a state and its copies (see `copy`): the indices
@@ -323,10 +326,12 @@ class ClusterState:
                 hp_used[gi] = MILLI
             node = gpu_node[gi]
             taken[node] = taken.get(node, 0) + 1
-        same = self.node_hp_gpus if hp else self.node_lp_gpus
         for node, c in taken.items():
             self._move_free(node, -c)
-            same[node] = same.item(node) + c
+            if hp:
+                self._move_hp(node, c)
+            else:
+                self.node_lp_gpus[node] = self.node_lp_gpus.item(node) + c
 
     def _free_whole(self, node: int, gpus: list[int], job_id: int, hp: bool) -> None:
         """`_remove` of job ``job_id``'s whole GPUs ``gpus`` of ``node``: it held each alone."""
@@ -339,8 +344,10 @@ class ClusterState:
                 hp_used[gi] = 0
         c = len(gpus)
         self._move_free(node, c)
-        same = self.node_hp_gpus if hp else self.node_lp_gpus
-        same[node] = same.item(node) - c
+        if hp:
+            self._move_hp(node, -c)
+        else:
+            self.node_lp_gpus[node] = self.node_lp_gpus.item(node) - c
 
     def _move_free(self, node: int, d_free: int) -> None:
         """Change a node's count of fully free GPUs and its pool's histogram of those counts."""
@@ -349,6 +356,15 @@ class ClusterState:
         hist = self.free_hist[self._node_pool[node]]
         hist[f0] -= 1
         hist[f0 + d_free] += 1
+
+    def _move_hp(self, node: int, d_hp: int) -> None:
+        """Change a node's count of GPUs with HP and its pool's histogram of GPUs without."""
+        h0 = self.node_hp_gpus.item(node)
+        self.node_hp_gpus[node] = h0 + d_hp
+        a0 = self._node_gpus[node] - h0
+        hist = self.nonhp_hist[self._node_pool[node]]
+        hist[a0] -= 1
+        hist[a0 - d_hp] += 1
 
     def _add(self, gi: int, job_id: int, m: int, hp: bool) -> None:
         jobs = self.gpu_jobs[gi]
@@ -393,7 +409,7 @@ class ClusterState:
             self._move_free(node, d_free)
         d_hp = (h1 > 0) - (h0 > 0)
         if d_hp:
-            self.node_hp_gpus[node] = self.node_hp_gpus.item(node) + d_hp
+            self._move_hp(node, d_hp)
         d_lp = (u1 > 0 and h1 == 0) - (u0 > 0 and h0 == 0)
         if d_lp:
             self.node_lp_gpus[node] = self.node_lp_gpus.item(node) + d_lp
@@ -467,6 +483,7 @@ class ClusterState:
         new._own_gpu, new._own_node = set(), set()
         new.alloc = dict(self.alloc)
         new.free_hist = [list(h) for h in self.free_hist]
+        new.nonhp_hist = [list(h) for h in self.nonhp_hist]
         new.partial_used = [dict(d) for d in self.partial_used]
         new._journal = None
         return new
@@ -513,6 +530,11 @@ class ClusterState:
             if (not np.array_equal(with_hp, self.node_hp_gpus)
                     or not np.array_equal(lp_only, self.node_lp_gpus)):
                 problems.append("per-node HP / LP GPU counters disagree with allocations")
+            nonhp = [[0] * len(h) for h in self.nonhp_hist]
+            for node, a in enumerate((self.node_gpus - with_hp).tolist()):
+                nonhp[self._node_pool[node]][a] += 1
+            if nonhp != self.nonhp_hist:
+                problems.append("per-pool histograms of GPUs without HP disagree with allocations")
         part: list[dict[int, int]] = [{} for _ in self.pools]
         for gi, u in enumerate(used.tolist()):
             if 0 < u < MILLI:
@@ -539,6 +561,19 @@ class ClusterState:
         """Σ_n ⌊free_n / k⌋ over a pool's nodes: workers of k whole GPUs that fit side by side."""
         hist = self.free_hist[pool]
         return sum(c * (f // k) for f, c in enumerate(hist) if c and f >= k)
+
+    def nonhp_slots(self, pool: int, k: int) -> int:
+        """Σ_n ⌊a_n / k⌋ with a_n the GPUs of node n without HP: workers of k whole GPUs that
+        fit side by side once every LP job is evicted."""
+        hist = self.nonhp_hist[pool]
+        return sum(c * (f // k) for f, c in enumerate(hist) if c and f >= k)
+
+    def shared_slots(self, pool: int, g: int) -> int:
+        """Σ over a pool's GPUs of ⌊(1000 − used) / g⌋: workers of g < 1000 milli that fit side
+        by side, from the free-GPU histogram and the partly used GPUs' usages (a full GPU adds 0)."""
+        free = sum(f * c for f, c in enumerate(self.free_hist[pool]) if c)
+        return free * (MILLI // g) + sum(c * ((MILLI - u) // g)
+                                         for u, c in self.partial_used[pool].items())
 
 
 @dataclass(slots=True)

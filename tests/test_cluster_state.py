@@ -1,6 +1,7 @@
 """ClusterState's incremental counters against a recount: the per-pool free-GPU histogram behind
-`max_free` and `whole_slots`, and the partly-used GPU counts behind `fits_shared` (which let best
-fit and worker counts skip a pass over the pool)."""
+`max_free` and `whole_slots`, the histogram of GPUs without HP behind `nonhp_slots`, and the
+partly-used GPU counts behind `fits_shared` and `shared_slots` (which let best fit and worker
+counts skip a pass over the pool)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gfs_opt.model import MILLI, ClusterState, Job, JobClass
-from gfs_opt.preempt.scoring import best_node_whole, free_gpus_on, place_gang, worker_slots
+from gfs_opt.preempt.scoring import (
+    best_gpu_fraction,
+    best_node_whole,
+    free_gpus_on,
+    place_gang,
+    worker_slots,
+)
 
 POOLS = ("A", "B")
 
@@ -61,6 +68,17 @@ def test_free_histogram_follows_every_change(sizes: list[tuple[str, int]],
             used = state.gpu_used[int(state.node_first_gpu[lo]):int(state.node_first_gpu[hi])]
             for g in (1, 250, 500, 750, 999):
                 assert state.fits_shared(p, g) == bool(((used > 0) & (used <= MILLI - g)).any())
+                assert state.shared_slots(p, g) == int(((MILLI - used) // g).sum())
+                # best fit among partly used GPUs: the first with the smallest residual
+                ok = (used > 0) & (used <= MILLI - g)
+                first = int(state.node_first_gpu[lo])
+                want = first + int(np.where(ok, MILLI - used, MILLI + 1).argmin()) if ok.any() else -1
+                assert best_gpu_fraction(state, p, g) == want
+            hp = state.gpu_hp[int(state.node_first_gpu[lo]):int(state.node_first_gpu[hi])]
+            starts = state.node_first_gpu[lo:hi] - state.node_first_gpu[lo]
+            without_hp = np.add.reduceat((hp == 0).astype(np.int64), starts) if len(hp) else hp
+            for k in (1, 2, 4, 8):
+                assert state.nonhp_slots(p, k) == int((without_hp // k).sum())
     copy = state.copy()
     if jobs:  # a copy's histogram is its own
         state.release(jobs.pop(min(jobs)))

@@ -24,7 +24,7 @@ from gfs_opt.model import (
     WorkerPlacement,
     gpus_per_worker,
 )
-from gfs_opt.preempt.scoring import place_worker, probing, worker_slots
+from gfs_opt.preempt.scoring import place_worker, probing
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,11 +290,10 @@ def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
     p = st.pool_index[job.pool]
     if st.pool_capacity.item(p) - st.pool_hp.item(p) < job.demand:
         return None
-    if job.workers > 1 and job.g >= MILLI:  # whole GPUs: only GPUs without HP can be freed
-        lo, hi = st.pool_slice(p)
-        nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
-        if worker_slots(st, job, nonhp) < job.workers:
-            return None
+    # whole GPUs: only GPUs without HP can be freed
+    if (job.workers > 1 and job.g >= MILLI
+            and st.nonhp_slots(p, gpus_per_worker(job.g)) < job.workers):
+        return None
     if cache is None:
         cache = {}
     if job.workers == 1:  # nothing to hold for later workers

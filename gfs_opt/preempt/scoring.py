@@ -147,14 +147,15 @@ def whole_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
 
 def best_gpu_fraction(state: ClusterState, pool: int, g: int) -> int:
     """Partly used GPU (global index) with the smallest residual that still fits ``g``, or −1."""
-    if not state.fits_shared(pool, g):
+    # the smallest residual belongs to the largest usage that still fits, which the pool's
+    # partly-used counts name; then only the first GPU with that usage is searched for
+    room = MILLI - g
+    best = max((u for u in state.partial_used[pool] if u <= room), default=0)
+    if best == 0:
         return -1
     lo, hi = state.pool_slice(pool)
     a, b = int(state.node_first_gpu[lo]), int(state.node_first_gpu[hi])
-    used = state.gpu_used[a:b]
-    residual = MILLI - used - g
-    ok = (used > 0) & (residual >= 0)
-    return a + int(np.where(ok, residual, MILLI + 1).argmin())
+    return a + int((state.gpu_used[a:b] == best).argmax())
 
 
 def free_gpus_on(state: ClusterState, node: int, k: int) -> tuple[int, ...]:
@@ -211,9 +212,7 @@ def worker_slots(state: ClusterState, job: Job, gpus_per_node: np.ndarray | None
     pool = state.pool_index[job.pool]
     if job.g >= MILLI:
         return state.whole_slots(pool, gpus_per_worker(job.g))
-    lo, hi = state.pool_slice(pool)
-    a, b = int(state.node_first_gpu[lo]), int(state.node_first_gpu[hi])
-    return int(((MILLI - state.gpu_used[a:b]) // job.g).sum())
+    return state.shared_slots(pool, job.g)
 
 
 def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
