@@ -249,12 +249,14 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule,
                     break
         return best
     k = gpus_per_worker(job.g)
-    nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
-    ok = nonhp >= k
-    if not ok.any():
+    # the fewest GPUs without HP that still hold a worker, from the pool's histogram: a backlog
+    # of HP work usually has no such node, and then no pass over the nodes is needed
+    hist = st.nonhp_hist[pool]
+    least = next((f for f in range(k, len(hist)) if hist[f]), 0)
+    if not least:
         return None
-    least = nonhp[ok].min()
-    for n in (lo + np.flatnonzero(ok & (nonhp == least))).tolist():
+    nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
+    for n in (lo + np.flatnonzero(nonhp == least)).tolist():
         ch = _cached(cache, n, (-k, n), partial(choose_on_node, ctx, n, k, order, cost))
         if ch is not None and (best is None or ch.cost < best.cost):
             best = ch
