@@ -37,7 +37,11 @@ from gfs_opt.quota.rule import class_hours
 
 
 def _cbc(time_limit: float) -> pulp.LpSolver:
-    """CBC through COIN_CMD (PuLP ≥ 3.3): a ``cbc`` on PATH (``pulp[cbc]``), else PuLP's own."""
+    """CBC through COIN_CMD (PuLP ≥ 3.3): a ``cbc`` on PATH (``pulp[cbc]``), else PuLP's own.
+
+    CBC's integer preprocessing is off: on a 9-binary phase-2 model (a hypothesis example of
+    `test_ortools_and_pulp_agree`) it reported 7,250.25 "optimal" where 7,250.00 is feasible
+    (its root cuts logged an objective of −1.8e308); a cross-check must not be the inexact side."""
     path = shutil.which("cbc")
     if path is None:
         try:
@@ -45,7 +49,8 @@ def _cbc(time_limit: float) -> pulp.LpSolver:
         except ImportError:   # a PuLP without the bundled binary: COIN_CMD finds cbc itself
             pulp_cbc_path = None
         path = pulp_cbc_path
-    return pulp.COIN_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, threads=1, path=path)
+    return pulp.COIN_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, threads=1, path=path,
+                         options=["preprocess off"])
 
 
 @dataclass(slots=True)
