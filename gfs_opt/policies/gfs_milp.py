@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 from gfs_opt.model import (
@@ -131,23 +132,27 @@ class GFSMilpPolicy(GFSPolicy):
         queue's order."""
         st = rnd.state
         queue = rnd.pending_hp
-        ids = ([j for pool in sorted(pools) for j in queue.pool_ids(pool)]
-               if isinstance(queue, PendingQueue) else
-               [j for j in queue if rnd.jobs[j].pool in pools])
+        if not isinstance(queue, PendingQueue):
+            return [j for j in queue if rnd.jobs[j].pool in pools and j not in st.alloc
+                    and may_fit_by_preemption(st, rnd.jobs[j])]
         # the test reads the gang's pool and shape only, and the state does not move here: a
-        # long backlog asks it once per shape, not once per job
-        fits: dict[tuple[str, int, int], bool] = {}
-        out = []
-        for j in ids:
-            if j in st.alloc:
-                continue
-            job = rnd.jobs[j]
-            shape = (job.pool, job.g, job.workers)
-            ok = fits.get(shape)
-            if ok is None:
-                ok = fits[shape] = may_fit_by_preemption(st, job)
-            if ok:
-                out.append(j)
+        # long backlog is asked once per shape, and the jobs of a shape that cannot fit are
+        # never looked at (most contested passes of a backlog find none that can)
+        out: list[int] = []
+        for pool in sorted(pools):
+            by_g: dict[int, list[list[tuple[float, int]]]] = {}
+            fits: dict[tuple[int, int], bool] = {}
+            for (g, w, _d), entries in queue.shapes(pool).items():
+                ok = fits.get((g, w))
+                if ok is None:
+                    ok = fits[(g, w)] = may_fit_by_preemption(st, rnd.jobs[entries[0][1]])
+                if ok:
+                    by_g.setdefault(g, []).append(entries)
+            # the queue's order: sizes largest first, each size by (submit, id)
+            for g in sorted(by_g, reverse=True):
+                lists = by_g[g]
+                merged = lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
+                out.extend([j for _submit, j in merged if j not in st.alloc])
         return out
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
