@@ -72,7 +72,9 @@ class FitMemo:
 
     def __init__(self, preemptive: bool) -> None:
         self.preemptive = preemptive
-        self._known: dict[str, tuple[int, list[tuple[int, int]]]] = {}
+        # per pool: (release count it holds for, the shapes known to fail); a pass only reads
+        # the FailSizes it is handed (`keep` builds a new one), so it is handed out uncopied
+        self._known: dict[str, tuple[int, FailSizes]] = {}
 
     def _count(self, rnd: Round, pool: str) -> int | None:
         counts = rnd.hp_released if self.preemptive else rnd.released
@@ -85,18 +87,21 @@ class FitMemo:
             return None
         if not self.preemptive and released_in(rnd, pool, decision):
             return None
-        return FailSizes(entry[1])
+        return entry[1]
 
     def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:
         """Remember what this pass saw fail (with what was known before it)."""
         count = self._count(rnd, pool)
         if count is None:
             return
+        if known is not None and not fails.front:   # nothing new failed: keep what is known
+            self._known[pool] = (count, known)
+            return
         merged = FailSizes(known.front if known is not None else None)
         for g, w in fails.front:
             if not merged.dominated(g, w):
                 merged.add(g, w)
-        self._known[pool] = (count, merged.front)
+        self._known[pool] = (count, merged)
 
 
 def released_in(rnd: Round, pool: str, decision: Decision) -> bool:
