@@ -40,8 +40,7 @@ class ShapeCursor:
     def __init__(self, entries: list[ShapeEntries]) -> None:
         self._entries = entries
         self._pos = [0] * len(entries)
-        # an empty prefix (HP, FIFO) orders by the entry itself: no key tuple is built
-        self._heap = [(e[0] + e[2][0] if e[0] else e[2][0], i) for i, e in enumerate(entries)]
+        self._heap = [(e[0] + e[2][0], i) for i, e in enumerate(entries)]
         heapq.heapify(self._heap)
         self._last = -1
         self._key: tuple = ()
@@ -58,7 +57,7 @@ class ShapeCursor:
             p = self._pos[i] + 1
             self._pos[i] = p
             if p < len(lst):
-                heapq.heappush(heap, (prefix + lst[p] if prefix else lst[p], i))
+                heapq.heappush(heap, (prefix + lst[p], i))
         if not heap:
             self._last = -1
             raise StopIteration
@@ -112,7 +111,7 @@ class ShapeCursor:
                     break
         if k < len(lst):
             self._pos[i] = k
-            heapq.heappush(self._heap, (prefix + lst[k] if prefix else lst[k], i))
+            heapq.heappush(self._heap, (prefix + lst[k], i))
 
     def deferred(self) -> list[Shape]:
         return [self._entries[i][1] for i in self._pending]

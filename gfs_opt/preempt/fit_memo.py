@@ -94,9 +94,6 @@ class FitMemo:
         count = self._count(rnd, pool)
         if count is None:
             return
-        if known is not None and not fails.front:   # nothing new failed: keep what is known
-            self._known[pool] = (count, known)
-            return
         merged = FailSizes(known.front if known is not None else None)
         for g, w in fails.front:
             if not merged.dominated(g, w):

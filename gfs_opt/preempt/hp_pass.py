@@ -34,9 +34,6 @@ def pools_to_run(rnd: Round, queue: PendingQueue) -> list[str]:
     dirty = rnd.dirty_pools
     if dirty is None:
         return sorted(queue.pools())
-    if len(dirty) == 1:   # the usual pass: one pool changed
-        (pool,) = dirty
-        return [pool] if queue.shapes(pool) else []
     return sorted(p for p in dirty if queue.shapes(p))
 
 
