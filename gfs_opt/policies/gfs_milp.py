@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from itertools import chain
+from functools import partial
 from typing import Any
 
 from gfs_opt.model import (
@@ -27,7 +27,7 @@ from gfs_opt.model import (
     RunningJob,
     plain_dict,
 )
-from gfs_opt.pending import PTS_ORDER, PendingQueue, as_queue
+from gfs_opt.pending import PTS_ORDER, PendingQueue, Shape, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import solve_preemption
@@ -50,6 +50,11 @@ def may_fit_by_preemption(st: ClusterState, job: Job) -> bool:
         return worker_slots(st, job, st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]) >= job.workers
     a, b = int(st.node_first_gpu[lo]), int(st.node_first_gpu[hi])
     return int(((MILLI - st.gpu_hp[a:b]) // job.g).sum()) >= job.workers
+
+
+def _unfit(fits: Mapping[tuple[int, int], bool], shape: Shape) -> bool:
+    """A `PendingQueue.cursors` filter: the shape's gangs cannot fit even by preemption."""
+    return not fits[(shape[0], shape[1])]
 
 
 def standalone_round(rnd: Round, pending_hp: list[int] | None = None,
@@ -137,22 +142,16 @@ class GFSMilpPolicy(GFSPolicy):
                     and may_fit_by_preemption(st, rnd.jobs[j])]
         # the test reads the gang's pool and shape only, and the state does not move here: a
         # long backlog is asked once per shape, and the jobs of a shape that cannot fit are
-        # never looked at (most contested passes of a backlog find none that can)
+        # never walked (most contested passes of a backlog find none that can)
         out: list[int] = []
         for pool in sorted(pools):
-            by_g: dict[int, list[list[tuple[float, int]]]] = {}
             fits: dict[tuple[int, int], bool] = {}
             for (g, w, _d), entries in queue.shapes(pool).items():
-                ok = fits.get((g, w))
-                if ok is None:
-                    ok = fits[(g, w)] = may_fit_by_preemption(st, rnd.jobs[entries[0][1]])
-                if ok:
-                    by_g.setdefault(g, []).append(entries)
-            # the queue's order: sizes largest first, each size by (submit, id)
-            for g in sorted(by_g, reverse=True):
-                lists = by_g[g]
-                merged = lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
-                out.extend([j for _submit, j in merged if j not in st.alloc])
+                if (g, w) not in fits:
+                    fits[(g, w)] = may_fit_by_preemption(st, rnd.jobs[entries[0][1]])
+            # the queue's own order (sizes largest first, each by submission)
+            for cursor in queue.cursors(pool, fifo=False, skip=partial(_unfit, fits)):
+                out.extend(j for j, _shape in cursor if j not in st.alloc)
         return out
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
