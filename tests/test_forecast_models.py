@@ -418,6 +418,25 @@ def test_year_grid_features_equal_prophets_per_window() -> None:
     assert shared.year_grids
 
 
+def test_holiday_names_are_validated_where_their_years_are_used() -> None:
+    """Prophet validates every holiday name of 1995–2044 in ``add_country_holidays``; the shared
+    model validates the names of the years it builds features for. An unknown country still
+    fails at once, and a clash still fails (when the features are built, not at the add)."""
+    from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet
+
+    with pytest.raises(AttributeError, match="not currently supported"):
+        fast_prophet(SharedFit("map")).add_country_holidays("XX")
+    m = fast_prophet(SharedFit("map"))
+    m.add_seasonality("National Day", period=7, fourier_order=1)   # a CN holiday's name
+    m.add_country_holidays("CN")
+    ds = pd.DataFrame({"ds": pd.date_range("2024-09-20", periods=24 * 21, freq="h")})
+    with pytest.raises(ValueError, match="National Day"):
+        m.make_all_seasonality_features(ds)
+    ok = fast_prophet(SharedFit("map"))
+    ok.add_country_holidays("CN")
+    assert "National Day_delim_+0" in ok.make_all_seasonality_features(ds)[0].columns
+
+
 def test_prediction_frame_equals_prophets_setup_dataframe() -> None:
     """The shortcut `_yhat` takes around ``setup_dataframe`` gives the same ``t`` and ``floor``,
     bit for bit, on and off the training window."""

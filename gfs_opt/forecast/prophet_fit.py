@@ -7,7 +7,7 @@ holiday feature matrix rebuilt per series, and the data file written by stanio's
 encoder (without ujson it encodes chunk by chunk). A daily refit fits every tenant series on the
 same hours, so all of that is shared here:
 
-- `SharedFit` holds one Stan backend, the countries whose holiday names were validated once, and
+- `SharedFit` holds one Stan backend, the holiday frames of the calendar years seen, and
   the feature matrices (with the JSON text of ``X``) of the current refit, keyed by the dates;
 - `fast_prophet` returns a Prophet subclass that uses them. Stan reads the same numbers (JSON of
   the same Python floats), so the fitted parameters are bit-identical to ``Prophet.fit``'s
@@ -182,7 +182,6 @@ class SharedFit:
             raise ValueError(f"solver must be 'map' or 'stan', got {solver!r}")
         self.solver = solver
         self._backend: Any = None
-        self.countries: set[str] = set()
         self.features: dict[tuple, tuple] = {}
         self.x_json: dict[bytes, str] = {}
         # Both depend on column names and calendar years only, never on the series' values, and
@@ -407,14 +406,21 @@ def _prophet_class() -> type:
             self._history_columns = None
 
         def add_country_holidays(self, country_name: str) -> Any:
-            # validation looks only at the model's configuration, the same for every model
-            if (country_name in self._shared.countries and self.history is None
-                    and self.country_holidays is None):
-                self.country_holidays = country_name
-                return self
-            out = super().add_country_holidays(country_name)
-            self._shared.countries.add(country_name)
-            return out
+            # Prophet validates here the name of every holiday of 1995–2044 (≈ 0.16 s of CPU,
+            # a sixteenth of a `small` GFS run) though only the holidays of the years a model
+            # sees ever become columns: those names are validated where their frame is built
+            # (`construct_holiday_dataframe`), which is where a clash could matter
+            if self.history is not None:
+                return super().add_country_holidays(country_name)   # Prophet's error
+            from prophet.make_holidays import get_country_holidays_class
+
+            get_country_holidays_class(country_name)   # an unknown country fails here, as in Prophet
+            if self.country_holidays is not None:
+                logging.getLogger("prophet").warning(
+                    "Changing country holidays from %r to %r.", self.country_holidays,
+                    country_name)
+            self.country_holidays = country_name
+            return self
 
         def construct_holiday_dataframe(self, dates: pd.Series) -> pd.DataFrame:
             if self.holidays is not None:
@@ -424,8 +430,14 @@ def _prophet_class() -> type:
             key = (self.country_holidays, years, None if names is None else tuple(names))
             frame = self._shared.holiday_frames.get(key)
             if frame is None:
-                frame = self._shared.holiday_frames[key] = super().construct_holiday_dataframe(
-                    dates)
+                # Prophet reads only the dates' years (a Timestamp per date, ≈ 30 ms for a
+                # year grid): one date per year gives it the same years in the same order
+                frame = super().construct_holiday_dataframe(
+                    pd.Series(pd.to_datetime([f"{year}-01-01" for year in years])))
+                if self.country_holidays is not None:
+                    for name in frame["holiday"].dropna().unique().tolist():
+                        self.validate_column_name(name, check_holidays=False)
+                self._shared.holiday_frames[key] = frame
             return frame.copy()
 
         def regressor_column_matrix(self, seasonal_features: pd.DataFrame,
@@ -476,10 +488,20 @@ def _prophet_class() -> type:
         def _feature_config(self) -> tuple:
             """What a feature matrix depends on besides the dates."""
             names = self.train_holiday_names
-            return (repr(sorted((k, sorted(v.items())) for k, v in self.seasonalities.items())),
-                    self.country_holidays, self.holidays_mode,
-                    None if self.holidays is None else id(self.holidays),
-                    None if names is None else tuple(names))
+            parts = (self.seasonalities, names, self.country_holidays, self.holidays_mode,
+                     self.holidays)
+            memo = self.__dict__.get("_config_memo")
+            if memo is not None and all(a is b for a, b in zip(memo[0], parts, strict=True)):
+                return memo[1]
+            config = (repr(sorted((k, sorted(v.items())) for k, v in self.seasonalities.items())),
+                      self.country_holidays, self.holidays_mode,
+                      None if self.holidays is None else id(self.holidays),
+                      None if names is None else tuple(names))
+            if self.params:
+                # fitted: Prophet refuses new seasonalities from now on, so the same objects
+                # mean the same configuration (the repr was ≈ 3 % of a `small` GFS run)
+                self._config_memo = (parts, config)
+            return config
 
         def make_all_seasonality_features(self, df: pd.DataFrame) -> Any:
             if not self._plain_features():
@@ -519,11 +541,17 @@ def _prophet_class() -> type:
         def _grid_at(self, ds: np.ndarray, config: tuple) -> tuple[list, int] | None:
             """The year grid holding contiguous hours ``ds`` (datetime64[ns]) and the row of
             ``ds[0]`` in it; None when the hours are not contiguous."""
-            hour = np.timedelta64(1, "h")
-            if len(ds) == 0 or np.any(np.diff(ds) != hour):
+            if len(ds) == 0 or np.any(np.diff(ds) != np.timedelta64(1, "h")):
                 return None
-            grid = self._year_grid(config, (pd.Timestamp(ds[0]).year, pd.Timestamp(ds[-1]).year))
-            return grid, int((ds[0] - grid[0]) // hour)
+            return self._grid_from(ds[0], len(ds), config)
+
+        def _grid_from(self, first: np.datetime64, n: int, config: tuple) -> tuple[list, int]:
+            """`_grid_at` of the ``n`` hours from ``first`` (datetime64[ns])."""
+            hour = np.timedelta64(1, "h")
+            years = np.array([first, first + (n - 1) * hour]).astype("datetime64[Y]")
+            first_year, last_year = (years.astype(np.int64) + 1970).tolist()
+            grid = self._year_grid(config, (first_year, last_year))
+            return grid, int((first - grid[0]) // hour)
 
         def _name_holidays(self, grid: list) -> None:
             if self.train_holiday_names is None and grid[5] is not None:
@@ -559,10 +587,7 @@ def _prophet_class() -> type:
                         and (self.country_holidays is not None or self.holidays is not None))):
                 return None
             first = np.asarray(first).astype("datetime64[ns]")[()]
-            at = self._grid_at(first + np.arange(n) * np.timedelta64(1, "h"),
-                               self._feature_config())
-            assert at is not None                      # contiguous by construction
-            grid, i0 = at
+            grid, i0 = self._grid_from(first, n, self._feature_config())
             x, s_a, s_m = _grid_arrays(grid)
             return x[i0:i0 + n], s_a, s_m
 

@@ -134,6 +134,16 @@ def _prediction_frame(m: Any, ds: pd.DatetimeIndex) -> pd.DataFrame:
     return pd.DataFrame({"ds": stamps, "floor": np.full(len(stamps), floor), "t": t})
 
 
+def _draw_mean(draws: np.ndarray) -> np.ndarray:
+    """``np.nanmean(draws, axis=0)``: Prophet's mean over parameter draws. A MAP fit has one
+    draw, whose mean is itself (x / 1 is exact; + 0.0 turns −0.0 into 0.0 as nanmean's sum
+    does), without nanmean's ≈ 20 µs."""
+    draws = np.asarray(draws)
+    if draws.ndim == 2 and draws.shape[0] == 1:
+        return draws[0] + 0.0
+    return np.nanmean(draws, axis=0)
+
+
 def _trend(m: Any, stamps: np.ndarray) -> np.ndarray:
     """``m.predict_trend`` at ``stamps`` (datetime64[ns]): for linear growth the same numpy
     operations on the same numbers (bit for bit, tests/test_forecast_models.py) without the
@@ -143,9 +153,8 @@ def _trend(m: Any, stamps: np.ndarray) -> np.ndarray:
         return np.asarray(m.predict_trend(_prediction_frame(m, pd.DatetimeIndex(stamps))),
                           dtype=float)
     t = (stamps - np.datetime64(m.start)) / np.timedelta64(m.t_scale)
-    k = np.nanmean(m.params["k"])
-    offset = np.nanmean(m.params["m"])
-    deltas = np.nanmean(m.params["delta"], axis=0)
+    k, offset = _draw_mean(m.params["k"]).item(), _draw_mean(m.params["m"]).item()
+    deltas = _draw_mean(m.params["delta"])
     floor = np.full(len(stamps), 0.0 if m.scaling == "absmax" else m.y_min)
     return m.piecewise_linear(t, deltas, k, offset, m.changepoints_t) * m.y_scale + floor
 
