@@ -366,6 +366,9 @@ def test_fits_derived_across_windows_equal_full_fits(solver: str) -> None:
             pd.testing.assert_frame_equal(derived.history, full.history)
             np.testing.assert_array_equal(derived.changepoints_t, full.changepoints_t)
             assert derived.n_changepoints == full.n_changepoints
+            # made on first read (`_LazySeries`), as Prophet made them
+            pd.testing.assert_series_equal(derived.changepoints, full.changepoints)
+            pd.testing.assert_series_equal(derived.history_dates, full.history_dates)
             assert (derived.start, derived.t_scale) == (full.start, full.t_scale)
             pd.testing.assert_series_equal(derived.train_holiday_names,
                                            full.train_holiday_names)

@@ -17,6 +17,7 @@ from gfs_opt.forecast.prophet_map import (
     lasso,
     map_estimate,
     neg_log_posterior,
+    prepare,
     prior_precision,
 )
 from gfs_opt.forecast.prophet_model import ProphetForecaster
@@ -126,6 +127,23 @@ def test_map_path_runs_no_stan_and_forecasts_like_stan() -> None:
     for col in a.columns:
         if pd.api.types.is_numeric_dtype(a[col]):
             assert np.abs(a[col].to_numpy() - b[col].to_numpy()).max() <= 0.02 * scale, col
+
+
+def test_a_kept_design_gives_the_same_fit_bit_for_bit() -> None:
+    """The shared backend keeps one `Design` per window (the series of a refit share their
+    dates): a fit from a kept design is the fit from scratch, to the bit, and a design is
+    reused only for the very same inputs."""
+    problems = stan_problems("map")
+    for stan_init, data, _ in problems:
+        fresh, kept = map_estimate(stan_init, data), map_estimate(stan_init, data, prepare(data))
+        assert fresh is not None and kept is not None
+        assert {k: v.tobytes() for k, v in fresh.items()} == {k: v.tobytes() for k, v in kept.items()}
+    shared = SharedFit("map")
+    backend = shared.backend()
+    _, data, _ = problems[0]
+    first = backend._design(data)
+    assert backend._design(dict(data)) is first                     # same objects: kept
+    assert backend._design({**data, "X": data["X"].copy()}) is not first   # new dates: new one
 
 
 def test_unsupported_configurations_go_to_stan() -> None:

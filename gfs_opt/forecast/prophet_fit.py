@@ -50,7 +50,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from gfs_opt.forecast.prophet_map import map_estimate
+from gfs_opt.forecast.prophet_map import Design, map_estimate, prepare
 
 try:
     import fcntl
@@ -60,6 +60,9 @@ except ImportError:       # not POSIX: no cross-process locks (see FitCache.comp
 _MAX_GRIDS = 8       # whole-year feature grids kept (per configuration, holiday names, years)
 _MAX_FEATURES = 16    # feature matrices kept per refit (one per distinct window; usually one)
 _MAX_MEMO = 4096      # fits kept in memory per process (a few KB each)
+#: what a MAP fit's `Design` is made of: objects (shared by a window's series) and numbers
+_DESIGN_OBJECTS = ("t", "t_change", "X", "sigmas", "s_m")
+_DESIGN_VALUES = ("S", "tau", "trend_indicator")
 
 
 class FitCache:
@@ -184,6 +187,8 @@ class SharedFit:
         self._backend: Any = None
         self.features: dict[tuple, tuple] = {}
         self.x_json: dict[bytes, str] = {}
+        # MAP designs of the current refit's windows, by the identity of their inputs
+        self.designs: dict[tuple, tuple[tuple, Design | None]] = {}
         # Both depend on column names and calendar years only, never on the series' values, and
         # every tenant model of a pool asks for the same ones (BENCHMARKS.md, issue 13: 40 % of a
         # `small` GFS run was these two pandas-heavy calls):
@@ -206,6 +211,7 @@ class SharedFit:
         preprocessing (≈ 30 ms a refit)."""
         self.features.clear()
         self.x_json.clear()
+        self.designs.clear()
         newest = next(reversed(self.templates.items()), None)
         self.templates.clear()
         if newest is not None:
@@ -293,6 +299,16 @@ def _backend_class() -> type:
                                         else v) for k, v in rest.items()})
             return '{"X": ' + x_text + ", " + rest_json[1:]
 
+        def _design(self, stan_data: dict[str, Any]) -> Design | None:
+            """`prepare` of the inputs, once per window: the series of a window hand over the
+            same date-derived objects (`refit_like` shares them), never changed after a fit."""
+            objs = tuple(stan_data[k] for k in _DESIGN_OBJECTS)
+            key = (*map(id, objs), *(float(stan_data[k]) for k in _DESIGN_VALUES))
+            kept = self._shared.designs.get(key)
+            if kept is None or any(a is not b for a, b in zip(kept[0], objs, strict=True)):
+                kept = self._shared.designs[key] = (objs, prepare(stan_data))
+            return kept[1]
+
         def fit(self, stan_init: dict[str, Any], stan_data: dict[str, Any],
                 **kwargs: Any) -> Any:
             if "inits" not in kwargs and "init" in kwargs:
@@ -304,7 +320,7 @@ def _backend_class() -> type:
             if self._shared.solver == "map":
                 # p × p solves: BLAS threads cost 4× the CPU of the solve itself (spinning)
                 with _blas_controller().limit(limits=1, user_api="blas"):
-                    params = map_estimate(inits, stan_data)
+                    params = map_estimate(inits, stan_data, self._design(stan_data))
                 if params is not None:
                     self.stan_fit = None
                     return params
@@ -356,6 +372,49 @@ def _backend_class() -> type:
     return SharedBackend
 
 
+class _LazySeries:
+    """A pandas Series attribute of the shared Prophet that `_window_inputs` sets as the
+    arguments of the Series, made on first read: most models never read their changepoints or
+    history dates, and the two Series cost ≈ 1 ms a derived fit (a twentieth of a refit)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.value, self.args = f"_{name}", f"_{name}_args"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        d = obj.__dict__
+        args = d.get(self.args)
+        if args is not None:
+            d[self.value], d[self.args] = pd.Series(*args[0], **args[1]), None
+        return d.get(self.value)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.value], obj.__dict__[self.args] = value, None
+
+    def defer(self, obj: Any, *args: Any, **kwargs: Any) -> None:
+        obj.__dict__[self.value], obj.__dict__[self.args] = None, (args, kwargs)
+
+    def length(self, obj: Any) -> int:
+        """``len`` of the attribute, without making a deferred Series."""
+        args = obj.__dict__.get(self.args)
+        return len(args[0][0]) if args is not None else len(self.__get__(obj))
+
+
+def _lazy(m: Any, attr: str) -> _LazySeries | None:
+    found = getattr(type(m), attr, None)
+    return found if isinstance(found, _LazySeries) else None
+
+
+def _defer(m: Any, attr: str, *args: Any, **kwargs: Any) -> None:
+    """``m.<attr> = pd.Series(*args, **kwargs)``, made when first read where ``m`` allows."""
+    lazy = _lazy(m, attr)
+    if lazy is None:
+        setattr(m, attr, pd.Series(*args, **kwargs))
+    else:
+        lazy.defer(m, *args, **kwargs)
+
+
 @cache
 def _prophet_class() -> type:
     prophet_cls: Any = import_prophet()
@@ -365,12 +424,12 @@ def _prophet_class() -> type:
 
         country_holidays: Any
         train_holiday_names: Any
-        history_dates: Any
+        history_dates: Any = _LazySeries()
         start: Any
         t_scale: Any
         seasonalities: Any
         n_changepoints: Any
-        changepoints: Any
+        changepoints: Any = _LazySeries()
         changepoints_t: Any
         train_component_cols: Any
         component_modes: Any
@@ -526,6 +585,13 @@ def _prophet_class() -> type:
             column weights) as numpy, made on first use."""
             grid_key = (config, years)
             grid = self._shared.year_grids.get(grid_key)
+            if grid is None and config[-1] is not None:
+                # a fitted model names the holidays its training years had; for those same years
+                # Prophet then keeps every holiday and adds none: the training grid's rows
+                # (≈ 40 ms a grid; tests/test_forecast_models.py compares them)
+                trained = self._shared.year_grids.get(((*config[:-1], None), years))
+                if trained is not None and trained[5] is not None and tuple(trained[5]) == config[-1]:
+                    grid = self._shared.year_grids[grid_key] = trained
             if grid is None:
                 hours = pd.date_range(f"{years[0]}-01-01", f"{years[1] + 1}-01-01", freq="h",
                                       inclusive="left")
@@ -648,7 +714,8 @@ def refit_like(template: Any, ds: np.ndarray, y: np.ndarray, **kwargs: Any) -> A
             for f in dataclasses.fields(m.window_inputs)}
     m.params = m.stan_backend.fit(stan_init, data, **kwargs)
     m.stan_fit = m.stan_backend.stan_fit
-    if len(m.changepoints) == 0:     # as Prophet.fit: fold δ into the base rate
+    lazy = _lazy(m, "changepoints")
+    if (lazy.length(m) if lazy is not None else len(m.changepoints)) == 0:     # as Prophet.fit: fold δ into the base rate
         m.params["k"] = m.params["k"] + m.params["delta"].reshape(-1)
         m.params["delta"] = np.zeros(m.params["delta"].shape).reshape((-1, 1))
     return m
@@ -685,12 +752,12 @@ def _window_inputs(m: Any, ds: np.ndarray) -> tuple[Any, tuple] | None:
     m.start, m.t_scale = start, pd.Timestamp(ds[-1]) - start
     t = (ds - np.datetime64(m.start)) / np.timedelta64(m.t_scale)
     floor = np.zeros(len(ds))
-    m.history_dates = pd.Series(ds, name="ds")
+    _defer(m, "history_dates", ds, name="ds")
     hist_size = int(np.floor(len(ds) * m.changepoint_range))
     m.n_changepoints = min(m.configured_n_changepoints, hist_size - 1)
     if m.n_changepoints > 0:
         idx = np.linspace(0, hist_size - 1, m.n_changepoints + 1).round().astype(int)[1:]
-        m.changepoints = pd.Series(ds[idx], index=idx, name="ds")
+        _defer(m, "changepoints", ds[idx], index=idx, name="ds")
         m.changepoints_t = np.sort((ds[idx] - np.datetime64(m.start)) / np.timedelta64(m.t_scale))
     else:
         m.changepoints = pd.Series(pd.to_datetime([]), name="ds")

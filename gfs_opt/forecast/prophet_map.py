@@ -28,6 +28,7 @@ caller runs Stan.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -109,21 +110,48 @@ def lasso(h: np.ndarray, b: np.ndarray, lam: float, penalised: np.ndarray,
     return None
 
 
-def map_estimate(stan_init: dict[str, Any], stan_data: dict[str, Any]) -> dict[str, np.ndarray] | None:
-    """Prophet's MAP parameters, shaped as Prophet's Stan backend returns them; None when this
-    module does not apply (see module doc) — the caller then runs Stan."""
+@dataclass(frozen=True, slots=True)
+class Design:
+    """What a fit's posterior takes from the dates alone: Z, ZᵀZ and the priors. Every tenant
+    series of a refit window shares them (ZᵀZ and Z were a fifth of a MAP fit), so a caller
+    that knows its inputs are fixed (the shared Prophet's window inputs) keeps one per window."""
+
+    z: np.ndarray
+    gram: np.ndarray
+    precision: np.ndarray
+    penalised: np.ndarray
+    n_delta: int
+    tau: float
+
+
+def prepare(stan_data: dict[str, Any]) -> Design | None:
+    """The `Design` of ``stan_data``, or None where this module does not apply (see module doc)."""
     if not supported(stan_data):
         return None
-    y = np.asarray(stan_data["y"], dtype=float)
     z = design(stan_data)
-    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(z))):
+    if not np.all(np.isfinite(z)):
         return None
     n_delta = int(stan_data["S"])
-    tau = float(stan_data["tau"])
-    precision = prior_precision(stan_data)
     penalised = np.zeros(z.shape[1], dtype=bool)
     penalised[2:2 + n_delta] = True
-    gram, zty, yty, n = z.T @ z, z.T @ y, float(y @ y), len(y)
+    return Design(z, z.T @ z, prior_precision(stan_data), penalised, n_delta,
+                  float(stan_data["tau"]))
+
+
+def map_estimate(stan_init: dict[str, Any], stan_data: dict[str, Any],
+                 prepared: Design | None = None) -> dict[str, np.ndarray] | None:
+    """Prophet's MAP parameters, shaped as Prophet's Stan backend returns them; None when this
+    module does not apply (see module doc) — the caller then runs Stan. ``prepared``: the
+    `prepare` of these inputs' dates, if the caller kept it."""
+    d = prepare(stan_data) if prepared is None else prepared
+    if d is None:
+        return None
+    y = np.asarray(stan_data["y"], dtype=float)
+    if not np.all(np.isfinite(y)):
+        return None
+    z, gram, precision, penalised, n_delta, tau = (d.z, d.gram, d.precision, d.penalised,
+                                                   d.n_delta, d.tau)
+    zty, yty, n = z.T @ y, float(y @ y), len(y)
 
     theta = np.r_[float(stan_init["k"]), float(stan_init["m"]),
                   np.asarray(stan_init["delta"], dtype=float).reshape(-1),
