@@ -475,6 +475,25 @@ def test_lead_spreads_measure_rms_and_empirical_quantiles() -> None:
     assert std[2, 0] == 4.0 and off[0.9][2, 0] == pytest.approx(4.0 * norm.ppf(0.9))  # cold
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 90), st.integers(1, 7), st.floats(0.0, 0.6),
+       st.integers(0, 2 ** 31))
+def test_stacked_spreads_count_and_rms_as_numpy_would(n_series: int, rows: int, horizon: int,
+                                                      holes: float, seed: int) -> None:
+    """The hourly spread's counts and root mean squares are numpy's own (``sum`` of ``~isnan``
+    and ``nansum`` of squares down the rows), bit for bit, whatever the layout shortcuts."""
+    from gfs_opt.forecast.calibration import stacked_spreads
+
+    rng = np.random.default_rng(seed)
+    a = rng.normal(0, 10, (n_series, rows, horizon)) * rng.exponential(1.0, (n_series, 1, 1))
+    a[rng.random(a.shape) < holes] = np.nan
+    std, _ = stacked_spreads(a, (), np.zeros(n_series), min_errors=1)
+    count = (~np.isnan(a)).sum(axis=1)
+    want = np.sqrt(np.nansum(a * a, axis=1) / np.maximum(count, 1))
+    have = count >= 1
+    assert std[have].tobytes() == want[have].tobytes()
+
+
 def test_prophet_short_series_use_fallback_and_samples_are_prophets() -> None:
     long_hist, _ = frame(24 * 7)
     new = pd.DataFrame({"ds": [long_hist["ds"].max()], "series": "P|new", "y": [4.0]})
