@@ -47,9 +47,9 @@ from typing import Any, Protocol, Self, runtime_checkable
 import numpy as np
 import pandas as pd
 from scipy.special import ndtri  # = scipy.stats.norm.ppf, without importing scipy.stats
-from threadpoolctl import threadpool_limits
 
 from gfs_opt.errors import GfsError
+from gfs_opt.forecast.blas import one_blas_thread
 from gfs_opt.forecast.calibration import draw, stack_parts, stacked_spreads
 
 HOUR = pd.Timedelta(hours=1)
@@ -309,9 +309,7 @@ class BaseForecaster:
             self.oos_errors_: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._before_fit(series)
         self.series_ = series
-        # many small per-series problems: BLAS worker threads would only spin (5× the CPU of
-        # an in-process Prophet fit on 2 cores, BENCHMARKS.md)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             self.states_: dict[str, Any] = {key: self._fit_series(data, prev.get(key))
                                             for key, data in series.items()}
         self.fit_end_ = {key: data.end_hour for key, data in series.items()}

@@ -82,10 +82,12 @@ class SeasonalNaive(BaseForecaster):
     def _errors(self, key: str, state: None, data: SeriesData, origins: np.ndarray,
                 horizon: int) -> np.ndarray:
         # only forecasts of the seasonal rule itself: the naive fallback of the first season
-        # says nothing about the rule's errors
+        # says nothing about the rule's errors (where it would apply the error is NaN, so the
+        # rule's value one season back is all an error needs)
         lead = np.arange(1, horizon + 1)
-        src = lead_grid(origins, horizon) - np.ceil(lead / self._m).astype(np.int64) * self._m
-        err = data.values_at(lead_grid(origins, horizon)) - self._means(data, origins, horizon)
+        target = lead_grid(origins, horizon)
+        src = target - np.ceil(lead / self._m).astype(np.int64) * self._m
+        err = data.values_at(target) - data.values_at(src)
         return np.where(src >= data.start_hour, err, np.nan)
 
 

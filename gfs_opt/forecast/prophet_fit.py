@@ -50,6 +50,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from gfs_opt.forecast.blas import one_blas_thread
 from gfs_opt.forecast.prophet_map import Design, map_estimate, prepare
 
 try:
@@ -159,14 +160,6 @@ class FitCache:
 def fit_cache() -> FitCache:
     """The process's fit cache (configured from ``GFS_FIT_CACHE`` at first use)."""
     return FitCache.from_env()
-
-
-@cache
-def _blas_controller() -> Any:
-    """One controller, reused: building one inspects every loaded library (0.6 ms)."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
 
 
 @cache
@@ -319,7 +312,7 @@ def _backend_class() -> type:
                      "sigma_obs": stan_init["sigma_obs"]}
             if self._shared.solver == "map":
                 # p × p solves: BLAS threads cost 4× the CPU of the solve itself (spinning)
-                with _blas_controller().limit(limits=1, user_api="blas"):
+                with one_blas_thread():
                     params = map_estimate(inits, stan_data, self._design(stan_data))
                 if params is not None:
                     self.stan_fit = None
