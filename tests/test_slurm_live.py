@@ -232,7 +232,13 @@ def test_guarded_preemption_controller_first_slurm_as_safety_net(
     assert {r["state"]["current"] for r in client.accounting([spots[0]])} >= {"REQUEUED"}
     log = [json.loads(x) for x in (runs / f"{spots[0]}.log").read_text().splitlines()]
     first = log[:[e["ev"] for e in log].index("term") + 1]
-    assert first[-2]["ev"] == "ckpt" and first[-2]["why"] == "signal"   # checkpoint, then requeue
+    # checkpoint, then requeue. The controller requeues on the first checkpoint written after its
+    # signal: the signal's own, or the window's when the job's window ended between the signal
+    # and Slurm delivering it (seen once in CI) — the same work saved either way; a requeue
+    # after a missed checkpoint would come a whole wait later, with a warning
+    assert first[-2]["ev"] == "ckpt" and first[-2]["why"] in ("signal", "window")
+    assert first[-1]["t"] - first[-2]["t"] < ControllerConfig.ckpt_wait_s
+    assert not actions(tmp_path / "controller.jsonl", "warn")
     # safety net: no controller now; Slurm preempts a spot job once its exempt time is over
     hp2 = submit(client, runs, "hp", 8, 60)
     assert _wait(lambda: jobs_by_id(client)[hp2].running, EXEMPT_S + margin + 20)
