@@ -435,9 +435,16 @@ def test_holiday_names_are_validated_where_their_years_are_used() -> None:
     ds = pd.DataFrame({"ds": pd.date_range("2024-09-20", periods=24 * 21, freq="h")})
     with pytest.raises(ValueError, match="National Day"):
         m.make_all_seasonality_features(ds)
-    ok = fast_prophet(SharedFit("map"))
+    shared = SharedFit("map")
+    ok = fast_prophet(shared)
     ok.add_country_holidays("CN")
     assert "National Day_delim_+0" in ok.make_all_seasonality_features(ds)[0].columns
+    # a clashing model that finds the holiday frame already built by another one still fails
+    clash = fast_prophet(shared)
+    clash.add_seasonality("National Day", period=7, fourier_order=1)
+    clash.add_country_holidays("CN")
+    with pytest.raises(ValueError, match="National Day"):
+        clash.make_all_seasonality_features(ds)
 
 
 def test_prediction_frame_equals_prophets_setup_dataframe() -> None:

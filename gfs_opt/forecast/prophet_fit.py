@@ -484,12 +484,12 @@ def _prophet_class() -> type:
             if frame is None:
                 # Prophet reads only the dates' years (a Timestamp per date, ≈ 30 ms for a
                 # year grid): one date per year gives it the same years in the same order
-                frame = super().construct_holiday_dataframe(
+                frame = self._shared.holiday_frames[key] = super().construct_holiday_dataframe(
                     pd.Series(pd.to_datetime([f"{year}-01-01" for year in years])))
-                if self.country_holidays is not None:
-                    for name in frame["holiday"].dropna().unique().tolist():
-                        self.validate_column_name(name, check_holidays=False)
-                self._shared.holiday_frames[key] = frame
+            if self.country_holidays is not None:
+                # every model's own names checked, also on a frame another model built
+                for name in frame["holiday"].dropna().unique().tolist():
+                    self.validate_column_name(name, check_holidays=False)
             return frame.copy()
 
         def regressor_column_matrix(self, seasonal_features: pd.DataFrame,
