@@ -399,6 +399,12 @@ def _lazy(m: Any, attr: str) -> _LazySeries | None:
     return found if isinstance(found, _LazySeries) else None
 
 
+def _series_len(m: Any, attr: str) -> int:
+    """``len(m.<attr>)``, without making a deferred Series."""
+    lazy = _lazy(m, attr)
+    return lazy.length(m) if lazy is not None else len(getattr(m, attr))
+
+
 def _defer(m: Any, attr: str, *args: Any, **kwargs: Any) -> None:
     """``m.<attr> = pd.Series(*args, **kwargs)``, made when first read where ``m`` allows."""
     lazy = _lazy(m, attr)
@@ -707,8 +713,7 @@ def refit_like(template: Any, ds: np.ndarray, y: np.ndarray, **kwargs: Any) -> A
             for f in dataclasses.fields(m.window_inputs)}
     m.params = m.stan_backend.fit(stan_init, data, **kwargs)
     m.stan_fit = m.stan_backend.stan_fit
-    lazy = _lazy(m, "changepoints")
-    if (lazy.length(m) if lazy is not None else len(m.changepoints)) == 0:     # as Prophet.fit: fold δ into the base rate
+    if _series_len(m, "changepoints") == 0:     # as Prophet.fit: fold δ into the base rate
         m.params["k"] = m.params["k"] + m.params["delta"].reshape(-1)
         m.params["delta"] = np.zeros(m.params["delta"].shape).reshape((-1, 1))
     return m
