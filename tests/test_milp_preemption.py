@@ -127,6 +127,38 @@ def test_phase2_certified_by_cpsat_is_the_solved_optimum(rnd: Round) -> None:
     assert check_decision(rnd, res.decision) == []
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contested_rounds(max_nodes=5, max_pending=4))
+def test_phase1_certified_by_cpsat_is_the_solved_optimum(rnd: Round) -> None:
+    """A phase 1 proven by the lighter back-end (the greedy's image, gangs left waiting) leads
+    to the P and C of a phase 1 solved by SCIP."""
+    from unittest import mock
+
+    res = solve_preemption(rnd, solver=EXACT)
+    with mock.patch.object(pmilp, "_phase1_certified", lambda *a: None):
+        solved = solve_preemption(rnd, solver=EXACT)
+    assert solved.phase1 is not None and res.phase1 is not None
+    assert "proven" not in solved.phase1.detail
+    assert res.score.placed == solved.score.placed
+    assert res.score.eviction_cost == pytest.approx(solved.score.eviction_cost, rel=1e-6, abs=1e-6)
+    assert check_decision(rnd, res.decision) == []
+
+
+def test_phase1_certificate_when_the_greedy_leaves_a_gang_that_cannot_fit() -> None:
+    rnd = load_round(INSTANCES / "tiny-06-infeasible-hp.json")
+    greedy = greedy_preemption(rnd)
+    res = solve_preemption(rnd, solver=EXACT, greedy=greedy)
+    assert res.phase1 is not None and "proven optimal by cpsat" in res.phase1.detail
+    assert not all(j in greedy.placements for j in rnd.pending_hp)     # not read off the bound
+    # spelled out for every variable, as a solve reports its values
+    pm = pmilp.build_model(rnd, keep_nodes={n for pl in greedy.placements.values() for n, _ in pl})
+    assert len(res.phase1.values) == pm.model.get_num_variables()
+    assert res.score == score(rnd, greedy)
+    # a greedy that is beaten gets no certificate: phase 1 is solved
+    hard = load_round(INSTANCES / "tiny-05-all-in-window-hard.json")
+    assert "proven" not in (solve_preemption(hard, solver=EXACT).phase1 or Outcome("", 0, 0, 0, 0)).detail
+
+
 def test_phase2_certificate_on_an_optimal_greedy_and_not_on_a_beatable_one() -> None:
     optimal = load_round(INSTANCES / "tiny-01-cheapest-victim.json")
     res = solve_preemption(optimal, solver=EXACT)

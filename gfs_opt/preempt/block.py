@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from ortools.math_opt.python import mathopt
 
+from gfs_opt.milp_writer import MilpWriter
 from gfs_opt.model import (
     MILLI,
     Decision,
@@ -38,7 +39,6 @@ from gfs_opt.model import (
     WorkerPlacement,
     gpus_per_worker,
 )
-from gfs_opt.solve import add_row
 
 TypeKey = tuple[str, int, int]  # (pool, g milli per worker, workers)
 
@@ -185,13 +185,15 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
     if k_limit:
         pairs = candidates(k_limit)
 
-    u = {j: m.add_binary_variable(name=f"{u_name}_{j}") for js in types.values() for j in js}
-    y: dict[tuple[TypeKey, int], mathopt.Variable] = {}
-    z: dict[int, mathopt.Variable] = {}
+    # the model is described with integer handles and written in bulk at the end (`MilpWriter`)
+    w = MilpWriter(m)
+    u = {j: w.binary(f"{u_name}_{j}") for js in types.values() for j in js}
+    y: dict[tuple[TypeKey, int], int] = {}
+    z: dict[int, int] = {}
 
-    def zvar(j: int) -> mathopt.Variable:
+    def zvar(j: int) -> int:
         if j not in z:
-            z[j] = m.add_binary_variable(name=f"z_{j}")
+            z[j] = w.binary(f"z_{j}")
         return z[j]
 
     frac_workers: dict[str, int] = defaultdict(int)
@@ -205,11 +207,13 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
             (whole_at if t[1] >= MILLI else frac_at)[n].append(t)
 
     used_classes: list[GpuClass] = []
-    frac_terms: dict[TypeKey, list[mathopt.Variable]] = defaultdict(list)
+    slots: list[list[tuple[int | None, dict[TypeKey, int]]]] = []   # per used class, by handle
+    rests: list[int | None] = []
+    frac_terms: dict[TypeKey, list[int]] = defaultdict(list)
     for n in sorted(set(whole_at) | set(frac_at)):
         wt, ft = whole_at.get(n, []), frac_at.get(n, [])
         pool = st.pools[int(st.node_pool[n])]
-        whole_supply: list[mathopt.Variable] = []
+        whole_supply: list[int] = []
         for cl in classes[n]:
             can_whole = bool(wt) and cl.fixed == 0
             frac_here = [t for t in ft if MILLI - cl.fixed >= t[1]]
@@ -217,17 +221,17 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                 continue
             freed = [(zvar(j), mm) for j, mm in cl.lp]
             cl.n_slots = min(len(cl.gpus), frac_workers[pool]) if frac_here else 0
-            loads: list[list[tuple[float, mathopt.Variable]]] = []   # 1000·e_s + Σ_t g_t·q_{t,s}
+            loads: list[list[tuple[float, int]]] = []   # 1000·e_s + Σ_t g_t·q_{t,s}
+            cl_slots: list[tuple[int | None, dict[TypeKey, int]]] = []
             for s in range(cl.n_slots):
                 tag = f"{n}_{cl.gpus[s]}"
-                e = m.add_binary_variable(name=f"e_{tag}") if can_whole else None
-                qs = {t: m.add_integer_variable(lb=0, ub=(MILLI - cl.fixed) // t[1],
-                                                name=f"q_{tname(t)}_{tag}") for t in frac_here}
-                load: list[tuple[float, mathopt.Variable]] = [(MILLI, e)] if e is not None else []
+                e = w.binary(f"e_{tag}") if can_whole else None
+                qs = {t: w.integer(lb=0, ub=(MILLI - cl.fixed) // t[1], name=f"q_{tname(t)}_{tag}")
+                      for t in frac_here}
+                load: list[tuple[float, int]] = [(MILLI, e)] if e is not None else []
                 load += [(t[1], q) for t, q in qs.items()]
-                add_row(m, [*load, *((-mm, zv) for zv, mm in freed)], ub=cl.room,
-                        name=f"gpucap_{tag}")
-                cl.slot_vars.append((e, qs))
+                w.row([*load, *((-mm, zv) for zv, mm in freed)], ub=cl.room, name=f"gpucap_{tag}")
+                cl_slots.append((e, qs))
                 loads.append(load)
                 if e is not None:
                     whole_supply.append(e)
@@ -235,30 +239,38 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                     frac_terms[t].append(q)
             if opts.symmetry_breaking:   # slots of a class are interchangeable: order by load
                 for s in range(1, len(loads)):
-                    add_row(m, [*loads[s - 1], *((-a, x) for a, x in loads[s])], ub=0,
-                            name=f"sym_{n}_{cl.gpus[s]}")
+                    w.row([*loads[s - 1], *((-a, x) for a, x in loads[s])], ub=0,
+                          name=f"sym_{n}_{cl.gpus[s]}")
             rest = len(cl.gpus) - cl.n_slots
+            cl_rest = None
             if can_whole and rest > 0:
-                cl.rest = m.add_integer_variable(lb=0, ub=rest, name=f"E_{n}_{cl.gpus[0]}")
+                cl_rest = w.integer(lb=0, ub=rest, name=f"E_{n}_{cl.gpus[0]}")
                 for zv, _mm in freed:
-                    add_row(m, [(1, cl.rest), (-rest, zv)], ub=0,
-                            name=f"free_{n}_{cl.gpus[0]}_{zv.name}")
-                whole_supply.append(cl.rest)
+                    w.row([(1, cl_rest), (-rest, zv)], ub=0,
+                          name=f"free_{n}_{cl.gpus[0]}_{w.name(zv)}")
+                whole_supply.append(cl_rest)
             used_classes.append(cl)
+            slots.append(cl_slots)
+            rests.append(cl_rest)
         if wt:
             for t in wt:
                 k = gpus_per_worker(t[1])
-                y[(t, n)] = m.add_integer_variable(
-                    lb=0, ub=min(t[2] * len(types[t]), int(st.node_gpus[n]) // k),
-                    name=f"y_{tname(t)}_{n}")
-            add_row(m, [*((gpus_per_worker(t[1]), y[(t, n)]) for t in wt),
-                        *((-1, v) for v in whole_supply)], lb=0, ub=0, name=f"whole_{n}")
+                y[(t, n)] = w.integer(lb=0, ub=min(t[2] * len(types[t]), int(st.node_gpus[n]) // k),
+                                      name=f"y_{tname(t)}_{n}")
+            w.row([*((gpus_per_worker(t[1]), y[(t, n)]) for t in wt),
+                   *((-1, v) for v in whole_supply)], lb=0, ub=0, name=f"whole_{n}")
 
     for t, js in types.items():
         workers = [y[(t, n)] for n in pairs[t] if (t, n) in y] if t[1] >= MILLI else frac_terms[t]
-        add_row(m, [*((1, v) for v in workers), *((-t[2], u[j]) for j in js)], lb=0, ub=0,
-                name=f"gang_{tname(t)}")
-    return Block(types, u, y, z, used_classes, bool(k_limit), n_pairs)
+        w.row([*((1, v) for v in workers), *((-t[2], u[j]) for j in js)], lb=0, ub=0,
+              name=f"gang_{tname(t)}")
+    var = w.flush()
+    for cl, cl_slots, cl_rest in zip(used_classes, slots, rests, strict=True):
+        cl.slot_vars = [(None if e is None else var[e], {t: var[q] for t, q in qs.items()})
+                        for e, qs in cl_slots]
+        cl.rest = None if cl_rest is None else var[cl_rest]
+    return Block(types, {j: var[h] for j, h in u.items()}, {k: var[h] for k, h in y.items()},
+                 {j: var[h] for j, h in z.items()}, used_classes, bool(k_limit), n_pairs)
 
 
 def decode_block(rnd: Round, b: Block, value: Mapping[mathopt.Variable, float]

@@ -5,7 +5,9 @@ One model places every pending HP gang at once and chooses LP victims, exactly a
 (`gfs_opt.preempt.objective`): phase 1 maximises the waiting-weighted HP value P; phase 2 pins P
 and minimises the eviction cost C. Warm start: the greedy PTS pass; on time-out or failure the
 greedy answer is returned, flagged as a fallback. When the greedy places every gang of the model
-and its image is a solution, phase 1's optimum is known (Σ_i v_i) and only phase 2 is solved.
+and its image is a solution, phase 1's optimum is known (Σ_i v_i) and only phase 2 is solved;
+on a small model whose greedy image leaves gangs waiting, CP-SAT may prove that image optimal
+instead of SCIP solving phase 1 (`gfs_opt.solve.certify`), and likewise for phase 2.
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         return _finish(rnd, pm, res, p1, None, opts, solver, t0)
 
     known = _phase1_by_bound(pm, greedy, hints)
+    if known is None:
+        known = _phase1_certified(pm, hints, solver)
     p1 = known if known is not None else run_solver(pm.model, solver, hints=hints)
     res.phase1 = p1
     p2 = None
@@ -198,19 +202,46 @@ def _phase1_by_bound(pm: PreemptModel, greedy: Decision | None,
     return Outcome("optimal", upper, upper, 0.0, 0.0, values)
 
 
+def _phase1_certified(pm: PreemptModel, hints: list[dict[mathopt.Variable, float]],
+                      solver: SolverOptions) -> Outcome | None:
+    """Phase 1's answer when the greedy's image (``hints[0]``) is a solution that a lighter
+    back-end proves optimal although it leaves gangs waiting (`gfs_opt.solve.certify`; the main
+    back-end, warm-started from it, would return it unchanged: a new incumbent must be strictly
+    better). Its values are spelled out for every variable, as a solve reports them, so phase 2
+    is handed the hints it would have had. None otherwise (then solve)."""
+    if not hints or pm.model.get_num_variables() > CERTIFY_MAX_VARS:
+        return None
+    image = hints[0]
+    if not satisfies(pm.model, image):
+        return None
+    # P = Σ_i v_i·u_i with integer v_i: nothing beats the image unless by a whole unit
+    proof = certify(pm.model, image, solver, time_limit=0.1 * solver.time_limit, integral=True)
+    if proof is None:
+        return None
+    proof.values = {v: image.get(v, 0.0) for v in pm.model.variables()}
+    return proof
+
+
 def _certified(pm: PreemptModel, hints: list[dict[mathopt.Variable, float]], p1: Outcome,
                solver: SolverOptions, time_limit: float) -> Outcome | None:
-    """Phase 2's answer when the cheapest hint is feasible, strictly cheaper than the others
-    (so the solver could not have preferred another one) and a lighter back-end proves it optimal
-    (`gfs_opt.solve.certify`); None otherwise (then solve)."""
-    if (not hints or pm.model.get_num_variables() > CERTIFY_MAX_VARS
-            or (len(hints) > 1 and _cost_of(pm, hints[1]) <= _cost_of(pm, hints[0]))):
+    """Phase 2's answer when the cheapest hint is feasible, strictly cheaper than the other
+    (distinct) hints — so the solver could not have preferred another one — and a lighter
+    back-end proves it optimal (`gfs_opt.solve.certify`); None otherwise (then solve)."""
+    if not hints or pm.model.get_num_variables() > CERTIFY_MAX_VARS:
         return None
     best = hints[0]
+    if len(hints) > 1 and _cost_of(pm, hints[1]) <= _cost_of(pm, best):
+        return None
     if best is not p1.values and not satisfies(pm.model, best):
         return None
     # a proof that fails must not starve the solve that follows: a tenth of what is left
     return certify(pm.model, best, solver, time_limit=0.1 * time_limit)
+
+
+def _same_values(a: dict[mathopt.Variable, float], b: dict[mathopt.Variable, float]) -> bool:
+    """Whether two hints set every variable alike (a missing variable reads as 0)."""
+    return all(a.get(v, 0.0) == x for v, x in b.items()) and all(
+        b.get(v, 0.0) == x for v, x in a.items())
 
 
 def _placed_of(pm: PreemptModel, values: dict[mathopt.Variable, float]) -> float:

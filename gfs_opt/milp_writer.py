@@ -1,0 +1,122 @@
+"""Variables and linear rows of a MathOpt model, collected in plain lists and written in bulk.
+
+MathOpt's Python objects cost a few microseconds per variable, bound and coefficient: most of
+the time of building a contested pass's preemption model (issue 13: ≈ 10 ms for 300 variables
+and 300 rows of four terms, against ≈ 1 ms in bulk). A `MilpWriter` hands out integer handles
+while a model is being described and then adds everything at once through the model's
+element store (OR-Tools ≥ 9.12), or one element at a time through the public API when that
+store is missing. Both give the same model: the same ids, names, bounds and coefficients, in
+the same order (``tests/test_milp_writer.py`` compares the exported models).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+from ortools.math_opt.python import mathopt
+
+try:
+    from ortools.math_opt.elemental.python import enums as _enums
+except ImportError:   # OR-Tools before its element store: the public API only
+    _enums = None
+
+#: False forces the element-at-a-time path (the tests compare both)
+BULK = True
+
+
+class MilpWriter:
+    """Describes variables and rows for ``model``; `flush` adds them and returns the variables.
+
+    A variable is named by its handle (its position among this writer's variables) until
+    `flush`; rows may only use this writer's variables. As in `gfs_opt.solve.add_row`, a
+    variable repeated in a row has its coefficients summed.
+    """
+
+    def __init__(self, model: mathopt.Model) -> None:
+        self.model = model
+        self._names: list[str] = []
+        self._lb: list[float] = []
+        self._ub: list[float] = []
+        self._integer: list[bool] = []
+        self._row_names: list[str] = []
+        self._row_lb: list[float] = []
+        self._row_ub: list[float] = []
+        self._at_row: list[int] = []     # one entry per coefficient
+        self._at_var: list[int] = []
+        self._coef: list[float] = []
+
+    def variable(self, *, lb: float = -math.inf, ub: float = math.inf, integer: bool = False,
+                 name: str = "") -> int:
+        self._names.append(name)
+        self._lb.append(lb)
+        self._ub.append(ub)
+        self._integer.append(integer)
+        return len(self._names) - 1
+
+    def binary(self, name: str = "") -> int:
+        return self.variable(lb=0.0, ub=1.0, integer=True, name=name)
+
+    def integer(self, *, lb: float, ub: float, name: str = "") -> int:
+        return self.variable(lb=lb, ub=ub, integer=True, name=name)
+
+    def name(self, var: int) -> str:
+        return self._names[var]
+
+    def row(self, terms: Iterable[tuple[float, int]], *, lb: float = -math.inf,
+            ub: float = math.inf, name: str = "") -> None:
+        """``lb ≤ Σ a·x ≤ ub`` from (a, handle) pairs."""
+        coef: dict[int, float] = {}
+        for a, x in terms:
+            coef[x] = coef.get(x, 0.0) + a
+        r = len(self._row_names)
+        self._row_names.append(name)
+        self._row_lb.append(lb)
+        self._row_ub.append(ub)
+        self._at_row.extend([r] * len(coef))
+        self._at_var.extend(coef)
+        self._coef.extend(coef.values())
+
+    def flush(self) -> list[mathopt.Variable]:
+        """Add what was described to the model; the variables, by handle."""
+        store = getattr(self.model, "_elemental", None)
+        if BULK and _enums is not None and hasattr(store, "set_attrs"):
+            ids = self._bulk(store)
+        else:
+            ids = self._one_by_one()
+        return [self.model.get_variable(i, validate=False) for i in ids]
+
+    def _bulk(self, store: object) -> list[int]:
+        E, D1, B1 = _enums.ElementType, _enums.DoubleAttr1, _enums.BoolAttr1
+        # one element per call: the store's named bulk call reads a fixed-width array and
+        # keeps the padding of the shorter names
+        add, put = store.add_element, store.set_attrs  # type: ignore[attr-defined]
+        var_ids = np.array([add(E.VARIABLE, n) for n in self._names], dtype=np.int64)
+        if self._names:
+            keys = var_ids.reshape(-1, 1)
+            put(D1.VARIABLE_LOWER_BOUND, keys, np.array(self._lb, dtype=np.float64))
+            put(D1.VARIABLE_UPPER_BOUND, keys, np.array(self._ub, dtype=np.float64))
+            put(B1.VARIABLE_INTEGER, keys, np.array(self._integer, dtype=bool))
+        if self._row_names:
+            row_ids = np.array([add(E.LINEAR_CONSTRAINT, n) for n in self._row_names],
+                               dtype=np.int64)
+            keys = row_ids.reshape(-1, 1)
+            put(D1.LINEAR_CONSTRAINT_LOWER_BOUND, keys, np.array(self._row_lb, dtype=np.float64))
+            put(D1.LINEAR_CONSTRAINT_UPPER_BOUND, keys, np.array(self._row_ub, dtype=np.float64))
+            if self._coef:
+                at = np.column_stack([row_ids[np.array(self._at_row, dtype=np.int64)],
+                                      var_ids[np.array(self._at_var, dtype=np.int64)]])
+                put(_enums.DoubleAttr2.LINEAR_CONSTRAINT_COEFFICIENT, at,
+                    np.array(self._coef, dtype=np.float64))
+        return var_ids.tolist()
+
+    def _one_by_one(self) -> list[int]:
+        m = self.model
+        vs = [m.add_variable(lb=lb, ub=ub, is_integer=i, name=n)
+              for n, lb, ub, i in zip(self._names, self._lb, self._ub, self._integer, strict=True)]
+        rows = [m.add_linear_constraint(lb=lb, ub=ub, name=n)
+                for n, lb, ub in zip(self._row_names, self._row_lb, self._row_ub, strict=True)]
+        for r, x, a in zip(self._at_row, self._at_var, self._coef, strict=True):
+            rows[r].set_coefficient(vs[x], a)
+        return [v.id for v in vs]
