@@ -12,7 +12,7 @@ the same order (``tests/test_milp_writer.py`` compares the exported models).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from ortools.math_opt.python import mathopt
@@ -24,6 +24,29 @@ except ImportError:   # OR-Tools before its element store: the public API only
 
 #: False forces the element-at-a-time path (the tests compare both)
 BULK = True
+
+
+def _store(model: mathopt.Model) -> object | None:
+    """The model's element store when the bulk path may use it, else None."""
+    store = getattr(model, "_elemental", None)
+    return store if BULK and _enums is not None and hasattr(store, "set_attrs") else None
+
+
+def set_objective(model: mathopt.Model, coefficients: Mapping[mathopt.Variable, float], *,
+                  maximize: bool) -> None:
+    """The objective Σ c·x (no offset) from {x: c}, maximised or minimised: what
+    ``model.maximize(expr)`` / ``model.minimize(expr)`` set for that sum, in one bulk call."""
+    obj = model.objective
+    obj.clear()
+    store = _store(model)
+    if store is None:
+        for x, c in coefficients.items():
+            obj.set_linear_coefficient(x, c)
+    elif coefficients:
+        keys = np.array([x.id for x in coefficients], dtype=np.int64).reshape(-1, 1)
+        store.set_attrs(_enums.DoubleAttr1.OBJECTIVE_LINEAR_COEFFICIENT,  # type: ignore[attr-defined]
+                        keys, np.array(list(coefficients.values()), dtype=np.float64))
+    obj.is_maximize = maximize
 
 
 class MilpWriter:
@@ -80,12 +103,10 @@ class MilpWriter:
 
     def flush(self) -> list[mathopt.Variable]:
         """Add what was described to the model; the variables, by handle."""
-        store = getattr(self.model, "_elemental", None)
-        if BULK and _enums is not None and hasattr(store, "set_attrs"):
-            ids = self._bulk(store)
-        else:
-            ids = self._one_by_one()
-        return [self.model.get_variable(i, validate=False) for i in ids]
+        store = _store(self.model)
+        ids = self._bulk(store) if store is not None else self._one_by_one()
+        get = self.model.get_variable
+        return [get(i, validate=False) for i in ids]
 
     def _bulk(self, store: object) -> list[int]:
         E, D1, B1 = _enums.ElementType, _enums.DoubleAttr1, _enums.BoolAttr1

@@ -89,3 +89,19 @@ def test_packed_admission_models_are_the_same_either_way(rnd: Round,
     packed = qmilp.QuotaOptions(pack=True)
     bulk, plain = _both(lambda: qmilp.build_model(rnd, packed).model, monkeypatch)
     assert bulk == plain
+
+
+def test_objective_set_in_bulk_is_the_expression_objective(monkeypatch: pytest.MonkeyPatch) -> None:
+    def model(how: str) -> bytes:
+        m = mathopt.Model(name="o")
+        x, y, z = (m.add_binary_variable(name=n) for n in "xyz")
+        m.minimize(7 * z + 1.5)                     # replaced whole, offset included
+        if how == "expr":
+            m.maximize(2 * x + 3.5 * y)
+        else:
+            monkeypatch.setattr(milp_writer, "BULK", how == "bulk")
+            milp_writer.set_objective(m, {x: 2.0, y: 3.5}, maximize=True)
+            monkeypatch.setattr(milp_writer, "BULK", True)
+        return m.export_model().SerializeToString(deterministic=True)
+
+    assert model("bulk") == model("plain") == model("expr")

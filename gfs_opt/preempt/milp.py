@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ortools.math_opt.python import mathopt
 
+from gfs_opt.milp_writer import set_objective
 from gfs_opt.model import MILLI, Decision, JobClass, Round
 from gfs_opt.preempt.block import (
     Block,
@@ -41,6 +42,7 @@ from gfs_opt.solve import (
     DEFAULT_SOLVER,
     Outcome,
     SolverOptions,
+    add_row,
     certify,
     export,
     report,
@@ -77,12 +79,29 @@ class PreemptModel:
     block: Block
     value: dict[int, int]                 # v_i of pending HP jobs in the model
     cost: dict[int, float]                # c_j of evictable LP jobs
-    placed: mathopt.LinearExpression      # P
-    evicted: mathopt.LinearExpression     # C
 
     @property
     def u(self) -> dict[int, mathopt.Variable]:
         return self.block.u
+
+    def placed_terms(self) -> dict[mathopt.Variable, float]:
+        """P = Σ_i v_i·u_i as {u_i: v_i}."""
+        return {v: self.value[j] for j, v in self.block.u.items()}
+
+    def evicted_terms(self) -> dict[mathopt.Variable, float]:
+        """C = Σ_j c_j·z_j as {z_j: c_j}."""
+        return {v: self.cost[j] for j, v in self.block.z.items()}
+
+    @property
+    def placed(self) -> mathopt.LinearExpression:
+        """P"""
+        return mathopt.LinearExpression(mathopt.fast_sum(c * v for v, c in self.placed_terms().items()))
+
+    @property
+    def evicted(self) -> mathopt.LinearExpression:
+        """C"""
+        return mathopt.LinearExpression(
+            mathopt.fast_sum(c * v for v, c in self.evicted_terms().items()))
 
     @property
     def restricted(self) -> bool:
@@ -101,10 +120,9 @@ def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
                     keep=keep_nodes)
     value = {j: hp_value(rnd, j, obj) for j in b.u}
     cost = {j: cost[j] for j in b.z}
-    placed = mathopt.LinearExpression(mathopt.fast_sum(value[j] * v for j, v in b.u.items()))
-    evicted = mathopt.LinearExpression(mathopt.fast_sum(cost[j] * v for j, v in b.z.items()))
-    m.maximize(placed)
-    return PreemptModel(m, b, value, cost, placed, evicted)
+    pm = PreemptModel(m, b, value, cost)
+    set_objective(m, pm.placed_terms(), maximize=True)
+    return pm
 
 
 def decode(rnd: Round, pm: PreemptModel, out: Outcome) -> Decision:
@@ -170,9 +188,11 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     left = solver.time_limit - (time.perf_counter() - t0)
     if p1.has_solution and p1.status == "optimal" and left > 0:
         best_p = round(p1.objective or 0.0)
-        pin = pm.model.add_linear_constraint(pm.placed >= best_p - 0.5, name="pin_placed_value")
+        placed = pm.placed_terms()
+        pin = add_row(pm.model, [(c, v) for v, c in placed.items()], lb=best_p - 0.5,
+                      name="pin_placed_value")
         t1 = time.perf_counter()
-        pm.model.minimize(pm.evicted)
+        set_objective(pm.model, pm.evicted_terms(), maximize=False)
         # cheapest first: some back-ends (CP-SAT) use only the first hint
         hints2 = sorted([p1.values, *(h for h in hints if h is not p1.values
                                       and _placed_of(pm, h) >= best_p - 0.5)],
@@ -184,7 +204,7 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         res.phase2 = p2
         # restore phase 1 so the model object still means what `build_model` promised
         pm.model.delete_linear_constraint(pin)
-        pm.model.maximize(pm.placed)
+        set_objective(pm.model, placed, maximize=True)
     return _finish(rnd, pm, res, p1, p2, opts, solver, t0)
 
 
