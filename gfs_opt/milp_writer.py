@@ -104,9 +104,10 @@ class MilpWriter:
     def flush(self) -> list[mathopt.Variable]:
         """Add what was described to the model; the variables, by handle."""
         store = _store(self.model)
-        ids = self._bulk(store) if store is not None else self._one_by_one()
+        if store is None:
+            return self._one_by_one()
         get = self.model.get_variable
-        return [get(i, validate=False) for i in ids]
+        return [get(i, validate=False) for i in self._bulk(store)]
 
     def _bulk(self, store: object) -> list[int]:
         E, D1, B1 = _enums.ElementType, _enums.DoubleAttr1, _enums.BoolAttr1
@@ -132,7 +133,7 @@ class MilpWriter:
                     np.array(self._coef, dtype=np.float64))
         return var_ids.tolist()
 
-    def _one_by_one(self) -> list[int]:
+    def _one_by_one(self) -> list[mathopt.Variable]:
         m = self.model
         vs = [m.add_variable(lb=lb, ub=ub, is_integer=i, name=n)
               for n, lb, ub, i in zip(self._names, self._lb, self._ub, self._integer, strict=True)]
@@ -140,4 +141,4 @@ class MilpWriter:
                 for n, lb, ub in zip(self._row_names, self._row_lb, self._row_ub, strict=True)]
         for r, x, a in zip(self._at_row, self._at_var, self._coef, strict=True):
             rows[r].set_coefficient(vs[x], a)
-        return [v.id for v in vs]
+        return vs
