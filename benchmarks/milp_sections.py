@@ -67,8 +67,8 @@ def main() -> None:
     timed(policy, "solve_preemption", "solve_preemption (all of it)", only_inside=False)
     timed(policy, "standalone_round", "standalone_round", only_inside=False)
     timed(policy.GFSMilpPolicy, "contested_pools", "contested_pools", only_inside=False)
-    for name in ("greedy_decision", "build_model", "_phase1_by_bound", "_certified", "run_solver",
-                 "_finish", "running_usage", "check_decision"):
+    for name in ("greedy_decision", "build_model", "_phase1_by_bound", "_phase1_certified",
+                 "_certified", "run_solver", "_finish", "running_usage", "check_decision"):
         timed(milp, name, name)
     timed(ClusterState, "copy", "ClusterState.copy", only_inside=False)
     spec = spec_for(a.case, "gfs-milp", None)
