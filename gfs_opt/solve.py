@@ -217,8 +217,11 @@ def certify(model: mathopt.Model, values: Mapping[mathopt.Variable, float], opts
     A small MILP costs SCIP a set-up of several milliseconds that CP-SAT does not pay, and a
     feasibility question ends at the first solution found (issue 13: on the toy trace's contested
     HP passes, 1.5 ms against SCIP's 5.3 ms when the warm start is optimal — 227 of 278 — and
-    4.4 ms lost when it is not). When the warm start is optimal, the main back-end returns it
-    unchanged, so the values are returned as given.
+    4.4 ms lost when it is not). When the warm start is optimal, the main back-end returned it
+    unchanged wherever this was measured with a single cheapest hint, so the values are returned
+    as given; it is not bound to, though: with two hints of equal cost SCIP reported another
+    solution of the same objective in 10 of 60 passes (issue 13, twelfth session), which is why
+    callers ask for a strictly cheapest hint.
 
     ``integral``: the objective is an integer at every solution (e.g. integer weights of binary
     variables), so the proof asks for a solution better by at least 1 and, without one, the
