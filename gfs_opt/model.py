@@ -143,6 +143,18 @@ def _owned(maps: list[_Shared], own: set[int] | None, i: int) -> _Shared:
     return m
 
 
+def _count_level(levels: dict[int, int], before: int, after: int) -> None:
+    """Move one GPU between the partial levels of a per-pool count (0 and 1000 are not kept)."""
+    if 0 < before < MILLI:
+        left = levels[before] - 1
+        if left:
+            levels[before] = left
+        else:
+            del levels[before]
+    if 0 < after < MILLI:
+        levels[after] = levels.get(after, 0) + 1
+
+
 class ClusterState:
     """Per-GPU allocations with per-node counters kept incrementally for fast scoring.
 
@@ -191,6 +203,9 @@ class ClusterState:
         # per pool, how many nodes have f GPUs without HP (index f): the GPUs preemption can
         # free, so whole-GPU worker slots under preemption without a pass over the pool's nodes
         self.nonhp_hist: list[list[int]] = [list(h) for h in self.free_hist]
+        # per pool, GPUs with some HP but room left by their HP usage: with `nonhp_hist`, the
+        # fractional worker slots under preemption (`hp_shared_slots`)
+        self.partial_hp: list[dict[int, int]] = [{} for _ in self.pools]
         self.gpu_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_gpus)]
         self.node_jobs: list[set[int]] = [set() for _ in range(self.n_nodes)]
         # copy-on-write of those maps between a state and its copies (see `copy`): the indices
@@ -391,19 +406,13 @@ class ClusterState:
         h0 = self.gpu_hp.item(gi)
         u1, h1 = u0 + du, h0 + dh
         self.gpu_used[gi] = u1
+        node = self._gpu_node[gi]
         if dh:
             self.gpu_hp[gi] = h1
-        node = self._gpu_node[gi]
+            if 0 < h0 < MILLI or 0 < h1 < MILLI:
+                _count_level(self.partial_hp[self._node_pool[node]], h0, h1)
         if 0 < u0 < MILLI or 0 < u1 < MILLI:
-            part = self.partial_used[self._node_pool[node]]
-            if 0 < u0 < MILLI:
-                left = part[u0] - 1
-                if left:
-                    part[u0] = left
-                else:
-                    del part[u0]
-            if 0 < u1 < MILLI:
-                part[u1] = part.get(u1, 0) + 1
+            _count_level(self.partial_used[self._node_pool[node]], u0, u1)
         d_free = (u1 == 0) - (u0 == 0)
         if d_free:
             self._move_free(node, d_free)
@@ -485,6 +494,7 @@ class ClusterState:
         new.free_hist = [list(h) for h in self.free_hist]
         new.nonhp_hist = [list(h) for h in self.nonhp_hist]
         new.partial_used = [dict(d) for d in self.partial_used]
+        new.partial_hp = [dict(d) for d in self.partial_hp]
         new._journal = None
         return new
 
@@ -542,6 +552,13 @@ class ClusterState:
                 d[u] = d.get(u, 0) + 1
         if part != self.partial_used:
             problems.append("per-pool partly-used GPU counts disagree with allocations")
+        part_hp: list[dict[int, int]] = [{} for _ in self.pools]
+        for gi, h in enumerate(hp.tolist()):
+            if 0 < h < MILLI:
+                d = part_hp[self._node_pool[self._gpu_node[gi]]]
+                d[h] = d.get(h, 0) + 1
+        if part_hp != self.partial_hp:
+            problems.append("per-pool counts of GPUs partly used by HP disagree with allocations")
         return problems
 
     def fits_shared(self, pool: int, g: int) -> bool:
@@ -567,6 +584,13 @@ class ClusterState:
         fit side by side once every LP job is evicted."""
         hist = self.nonhp_hist[pool]
         return sum(c * (f // k) for f, c in enumerate(hist) if c and f >= k)
+
+    def hp_shared_slots(self, pool: int, g: int) -> int:
+        """Σ over a pool's GPUs of ⌊(1000 − HP usage) / g⌋: workers of g < 1000 milli that fit
+        side by side once every LP job is evicted."""
+        nonhp = sum(f * c for f, c in enumerate(self.nonhp_hist[pool]) if c)
+        return nonhp * (MILLI // g) + sum(c * ((MILLI - h) // g)
+                                          for h, c in self.partial_hp[pool].items())
 
     def shared_slots(self, pool: int, g: int) -> int:
         """Σ over a pool's GPUs of ⌊(1000 − used) / g⌋: workers of g < 1000 milli that fit side

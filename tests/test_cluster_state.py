@@ -1,7 +1,7 @@
 """ClusterState's incremental counters against a recount: the per-pool free-GPU histogram behind
 `max_free` and `whole_slots`, the histogram of GPUs without HP behind `nonhp_slots`, and the
-partly-used GPU counts behind `fits_shared` and `shared_slots` (which let best fit and worker
-counts skip a pass over the pool)."""
+partly-used GPU counts behind `fits_shared` and `shared_slots`, and the HP usage levels behind
+`hp_shared_slots` (which let best fit and worker counts skip a pass over the pool)."""
 
 from __future__ import annotations
 
@@ -79,6 +79,8 @@ def test_free_histogram_follows_every_change(sizes: list[tuple[str, int]],
             without_hp = np.add.reduceat((hp == 0).astype(np.int64), starts) if len(hp) else hp
             for k in (1, 2, 4, 8):
                 assert state.nonhp_slots(p, k) == int((without_hp // k).sum())
+            for g in (1, 250, 500, 750, 999):
+                assert state.hp_shared_slots(p, g) == int(((MILLI - hp) // g).sum())
     copy = state.copy()
     if jobs:  # a copy's histogram is its own
         state.release(jobs.pop(min(jobs)))

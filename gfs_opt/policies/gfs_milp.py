@@ -18,7 +18,6 @@ from functools import partial
 from typing import Any
 
 from gfs_opt.model import (
-    MILLI,
     ClusterState,
     Decision,
     Job,
@@ -29,9 +28,9 @@ from gfs_opt.model import (
 )
 from gfs_opt.pending import PTS_ORDER, PendingQueue, Shape, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.preempt.fit_memo import lacks_room
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import solve_preemption
-from gfs_opt.preempt.scoring import worker_slots
 from gfs_opt.quota.milp import QuotaOptions, solve_quota
 from gfs_opt.solve import SolverOptions
 
@@ -42,14 +41,9 @@ def may_fit_by_preemption(st: ClusterState, job: Job) -> bool:
     so leaving it out of the MILP (or skipping the MILP) changes no answer. Long-waiting huge
     gangs fail it pass after pass; without this test every pass would solve a MILP for them.
     """
-    p = st.pool_index.get(job.pool)
-    if p is None or int(st.pool_capacity[p] - st.pool_hp[p]) < job.demand:
+    if job.pool not in st.pool_index:
         return False
-    lo, hi = st.pool_slice(p)
-    if job.g >= MILLI:
-        return worker_slots(st, job, st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]) >= job.workers
-    a, b = int(st.node_first_gpu[lo]), int(st.node_first_gpu[hi])
-    return int(((MILLI - st.gpu_hp[a:b]) // job.g).sum()) >= job.workers
+    return not lacks_room(st, job.pool, job.g, job.workers, preemptive=True)
 
 
 def _unfit(fits: Mapping[tuple[int, int], bool], shape: Shape) -> bool:

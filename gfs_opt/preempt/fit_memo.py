@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gfs_opt.model import Decision, Round
+from gfs_opt.model import MILLI, ClusterState, Decision, Round, gpus_per_worker
 
 
 class FailSizes:
@@ -68,6 +68,11 @@ class FitMemo:
     Built-in placement functions only: a worker rule that can fail with free slots
     left would break the premise. A round without release counts (a standalone instance) never
     uses the memo.
+
+    After a release the shapes are not all forgotten: those that still lack the room to fit at
+    all (`lacks_room`, a count of slots on the live state) stay known. In a pool with a standing
+    backlog most releases are taken by the head of the queue, and what failed before still
+    cannot fit; the pass then skips the pool or the tries as it does between releases.
     """
 
     def __init__(self, preemptive: bool) -> None:
@@ -83,11 +88,16 @@ class FitMemo:
     def known(self, rnd: Round, pool: str, decision: Decision) -> FailSizes | None:
         """Shapes known to fail in ``pool`` now (None: nothing known)."""
         entry = self._known.get(pool)
-        if entry is None or entry[0] != self._count(rnd, pool):
+        if entry is None:
             return None
-        if not self.preemptive and released_in(rnd, pool, decision):
-            return None
-        return entry[1]
+        if entry[0] == self._count(rnd, pool) and (
+                self.preemptive or not released_in(rnd, pool, decision)):
+            return entry[1]
+        # GPUs came free since: what still has no room stays known (room only shrinks until
+        # the next release, and a shape without room fails under any placement rule)
+        st, preemptive = rnd.state, self.preemptive
+        still = [(g, w) for g, w in entry[1].front if lacks_room(st, pool, g, w, preemptive)]
+        return FailSizes(still) if still else None
 
     def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:
         """Remember what this pass saw fail (with what was known before it)."""
@@ -99,6 +109,21 @@ class FitMemo:
             if not merged.dominated(g, w):
                 merged.add(g, w)
         self._known[pool] = (count, merged)
+
+
+def lacks_room(state: ClusterState, pool: str, g: int, w: int, preemptive: bool) -> bool:
+    """Whether ``w`` workers of ``g`` milli cannot fit side by side in ``pool`` now, even by
+    evicting every LP job when ``preemptive`` (then only GPUs with HP work count as taken).
+
+    A necessary condition of every placement (a worker takes a slot), so a shape it holds for
+    fails whatever the placement or victim rule; so does every shape it dominates (larger g and
+    w never have more slots).
+    """
+    p = state.pool_index[pool]
+    if g >= MILLI:
+        k = gpus_per_worker(g)
+        return (state.nonhp_slots(p, k) if preemptive else state.whole_slots(p, k)) < w
+    return (state.hp_shared_slots(p, g) if preemptive else state.shared_slots(p, g)) < w
 
 
 def released_in(rnd: Round, pool: str, decision: Decision) -> bool:

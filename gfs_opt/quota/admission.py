@@ -116,8 +116,8 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             # denial before its fit is asked. If every shape is known to fail nothing starts,
             # so each shape's quota verdict is what it is now; partial skips only without quota.
             shapes = queue.shapes(pool)
-            if known.covers(shapes) and not any(
-                    _refused(quotas, pool_quota, pool, int(st.pool_lp[p]), s) for s in shapes):
+            if known.covers(shapes) and (quotas is None or not any(
+                    _refused(quotas, pool_quota, pool, st.pool_lp.item(p), s) for s in shapes)):
                 continue
             if not head_of_line and (quotas is None or not any(pp == pool for pp, _d in quotas)):
                 skip = known.skips
