@@ -20,8 +20,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
-from gfs_opt.model import ClusterState, Decision, Params, Round, RunningJob
-from gfs_opt.pending import QueueOrder
+from gfs_opt.model import ClusterState, Decision, JobClass, Params, Round, RunningJob
+from gfs_opt.pending import QueueOrder, as_queue
 from gfs_opt.policies.parts import (
     Admission,
     PlacementScore,
@@ -32,7 +32,7 @@ from gfs_opt.preempt.fit_memo import FitMemo
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.scoring import BEST_FIT, Placer
-from gfs_opt.quota.admission import Quotas, lp_pass
+from gfs_opt.quota.admission import Quotas, lp_pass, lp_pool_settled
 from gfs_opt.quota.spot_quota import SpotQuota
 
 
@@ -65,6 +65,12 @@ class Policy(ABC):
 
     @abstractmethod
     def decide(self, rnd: Round) -> Decision: ...
+
+    def settled(self, rnd: Round) -> bool:
+        """Whether `decide` is known to return an empty decision for ``rnd`` and to change
+        nothing in the policy: the engine then skips the call. Exact or False (the default): a
+        wrong True would change the replay."""
+        return False
 
     def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:
         """Hourly maximum of HP GPUs in use per (pool, org) for the hour that ends at ``t``."""
@@ -167,6 +173,42 @@ class ComposedPolicy(GreedyPolicy):
     def evictable(self, rnd: Round) -> Mapping[int, RunningJob] | None:
         """The running jobs the victim rule may choose from (None: every running LP job)."""
         return None
+
+    def settled(self, rnd: Round) -> bool:
+        """True when no quota refresh is due and, in every pool the passes would visit, every
+        waiting gang shape is known not to fit (`FitMemo`) and none is refused by the quota: both
+        passes would then skip each pool (a backlog's usual round). A subclass with steps of its
+        own answers False, unless it says otherwise."""
+        cls = type(self)
+        if (rnd.dirty_pools is None or cls.decide is not GreedyPolicy.decide
+                or cls.hp_step is not ComposedPolicy.hp_step
+                or cls.lp_step is not ComposedPolicy.lp_step
+                or cls.quotas_for_pass is not ComposedPolicy.quotas_for_pass):
+            return False
+        settled, quotas = self.admission.settled_quotas(rnd)
+        if not settled:
+            return False
+        hp_memo = (self.fit_memo("hp", preemptive=self.victim_rule is not None)
+                   if self.evictable(rnd) is None else None)
+        lp_memo = self.fit_memo("lp", preemptive=False)
+        hp_q = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
+        lp_q = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP, rnd.queued_since)
+        st = rnd.state
+        nothing = Decision()
+        for pool in rnd.dirty_pools:
+            shapes = hp_q.shapes(pool)
+            if shapes:
+                known = hp_memo.known(rnd, pool, nothing) if hp_memo is not None else None
+                if known is None or not known.covers(shapes):
+                    return False
+            shapes = lp_q.shapes(pool)
+            p = st.pool_index.get(pool)
+            if shapes and p is not None:
+                known = lp_memo.known(rnd, pool, nothing)
+                if known is None or not lp_pool_settled(known, shapes, quotas, {}, pool,
+                                                        st.pool_lp.item(p)):
+                    return False
+        return True
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         hp_pass(rnd, decision, order=self.order, placer=self.placer(rnd),

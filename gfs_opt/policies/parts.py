@@ -44,6 +44,10 @@ class Admission(Protocol):
     def standalone_quotas(self, rnd: Round) -> Quotas | None:
         """The quotas in force on a standalone round (an instance file)."""
 
+    def settled_quotas(self, rnd: Round) -> tuple[bool, Quotas | None]:
+        """(True, the quotas this pass applies) when taking them changes nothing (no refresh
+        is due); (False, None) otherwise (`ComposedPolicy.settled`)."""
+
     def count_denials(self, t: float, denied: Mapping[str, int]) -> None: ...
 
 
@@ -61,6 +65,9 @@ class NoQuota:
     def standalone_quotas(self, rnd: Round) -> Quotas | None:
         return None
 
+    def settled_quotas(self, rnd: Round) -> tuple[bool, Quotas | None]:
+        return True, None
+
     def count_denials(self, t: float, denied: Mapping[str, int]) -> None:
         return None
 
@@ -73,6 +80,9 @@ class FreeCapacityQuota(NoQuota):
 
     def quotas_for_pass(self, rnd: Round, decision: Decision) -> Quotas | None:
         return self.standalone_quotas(rnd)
+
+    def settled_quotas(self, rnd: Round) -> tuple[bool, Quotas | None]:
+        return True, self.standalone_quotas(rnd)
 
     def standalone_quotas(self, rnd: Round) -> Quotas | None:
         st = rnd.state

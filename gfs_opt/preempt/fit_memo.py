@@ -88,16 +88,23 @@ class FitMemo:
     def known(self, rnd: Round, pool: str, decision: Decision) -> FailSizes | None:
         """Shapes known to fail in ``pool`` now (None: nothing known)."""
         entry = self._known.get(pool)
-        if entry is None:
+        count = self._count(rnd, pool)
+        if entry is None or count is None:
             return None
-        if entry[0] == self._count(rnd, pool) and (
-                self.preemptive or not released_in(rnd, pool, decision)):
+        current = entry[0] == count
+        if current and (self.preemptive or not released_in(rnd, pool, decision)):
             return entry[1]
         # GPUs came free since: what still has no room stays known (room only shrinks until
         # the next release, and a shape without room fails under any placement rule)
         st, preemptive = rnd.state, self.preemptive
         still = [(g, w) for g, w in entry[1].front if lacks_room(st, pool, g, w, preemptive)]
-        return FailSizes(still) if still else None
+        known = FailSizes(still) if still else None
+        if not current:   # kept for the passes until the next release, which may skip the pool
+            if known is None:
+                del self._known[pool]
+            else:
+                self._known[pool] = (count, known)
+        return known
 
     def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:
         """Remember what this pass saw fail (with what was known before it)."""

@@ -95,6 +95,10 @@ class SpotQuota:
             self.refresh(rnd, decision)
         return self.in_force()
 
+    def settled_quotas(self, rnd: Round) -> tuple[bool, Quotas | None]:
+        """(True, the quotas in force) when no refresh is due, else (False, None)."""
+        return (False, None) if self.due(rnd) else (True, self.in_force())
+
     def refresh(self, rnd: Round, decision: Decision) -> None:
         """New quotas, η, forecasts and which pools have HP history into ``decision`` (the engine
         hands them back in later rounds); after the window, an empty quota map (none)."""

@@ -359,6 +359,14 @@ class Simulator:
         rnd = self.round_at(t, quota_due)
         if self.on_round is not None and self.on_round(rnd):
             self.stop_requested = True
+        if self.on_decision is None and self.policy.settled(rnd):
+            # the policy knows its answer is an empty decision: a pass that changed nothing
+            self.passes += 1
+            self.kept_plans += 1
+            if self.cfg.check_invariants:
+                self.check_invariants(t)
+            self.dirty.clear()
+            return
         self.state.begin()
         planned = False
         try:
