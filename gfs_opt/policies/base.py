@@ -35,6 +35,9 @@ from gfs_opt.preempt.scoring import BEST_FIT, Placer
 from gfs_opt.quota.admission import Quotas, lp_pass, lp_pool_settled
 from gfs_opt.quota.spot_quota import SpotQuota
 
+#: the decision of a pass that has not started (read only: what `FitMemo.known` is asked with)
+_NOTHING = Decision()
+
 
 class Policy(ABC):
     """Base class: subclasses set ``name`` and implement `decide`.
@@ -194,7 +197,7 @@ class ComposedPolicy(GreedyPolicy):
         hp_q = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
         lp_q = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP, rnd.queued_since)
         st = rnd.state
-        nothing = Decision()
+        nothing = _NOTHING
         for pool in rnd.dirty_pools:
             shapes = hp_q.shapes(pool)
             if shapes:

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from gfs_opt.model import Decision, JobClass, Round, RunningJob, SolveReport, plain_dict
 from gfs_opt.pending import PTS_ORDER, PendingQueue, QueueOrder, as_queue
-from gfs_opt.preempt.fit_memo import FailSizes, FitMemo
+from gfs_opt.preempt.fit_memo import FailSizes, FitMemo, lacks_room
 from gfs_opt.preempt.greedy import (
     PTS_RULE,
     ChoiceCache,
@@ -55,6 +55,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         memo = None
     own: dict[int, RunningJob] | None = None  # copy-on-write: most passes evict nobody
     e_score, use_history = placer.e_score, placer.use_history
+    preemptive = victims is not None
     for pool in pools_to_run(rnd, queue):
         fails = FailSizes()
         known = memo.known(rnd, pool, decision) if memo is not None else None
@@ -81,7 +82,10 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                 job = rnd.jobs[jid]
                 placement = None
                 chosen: list[int] = []
-                if known is None or not known.dominated(g, w):
+                # a shape without room fails every try (`lacks_room`): most tries in a backlog,
+                # which the slot count answers for a fraction of a try's cost
+                if ((known is None or not known.dominated(g, w))
+                        and not lacks_room(st, pool, g, w, preemptive)):
                     if pool_can_fit(st, job):
                         placement = placer.gang(st, job)
                     if placement is None and victims is not None:
