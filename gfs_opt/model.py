@@ -249,48 +249,50 @@ class ClusterState:
             raise AllocationError(f"job {job.id} is already allocated")
         if len(placement) != job.workers:
             raise AllocationError(f"job {job.id}: {len(placement)} workers placed, gang needs {job.workers}")
+        jid = job.id
         per_gpu = milli_per_gpu(job.g)
         k = gpus_per_worker(job.g)
         pidx = self.pool_index.get(job.pool)
+        node_pool, node_first, node_gpus, n_nodes = (self._node_pool, self._node_first,
+                                                     self._node_gpus, self.n_nodes)
         want: dict[int, int] = {}
         for node, gpus in placement:
-            if not 0 <= node < self.n_nodes:
-                raise AllocationError(f"job {job.id}: unknown node {node}")
-            if pidx is None or self._node_pool[node] != pidx:
-                raise AllocationError(f"job {job.id}: node {node} is not in pool {job.pool}")
-            if len(gpus) != k or len(set(gpus)) != k:
-                raise AllocationError(f"job {job.id}: worker needs {k} distinct GPUs, got {gpus}")
-            first, n_gpus = self._node_first[node], self._node_gpus[node]
+            if not 0 <= node < n_nodes:
+                raise AllocationError(f"job {jid}: unknown node {node}")
+            if pidx is None or node_pool[node] != pidx:
+                raise AllocationError(f"job {jid}: node {node} is not in pool {job.pool}")
+            if len(gpus) != k or (k > 1 and len(set(gpus)) != k):
+                raise AllocationError(f"job {jid}: worker needs {k} distinct GPUs, got {gpus}")
+            first, n_gpus = node_first[node], node_gpus[node]
             for lg in gpus:
                 if not 0 <= lg < n_gpus:
-                    raise AllocationError(f"job {job.id}: node {node} has no GPU {lg}")
+                    raise AllocationError(f"job {jid}: node {node} has no GPU {lg}")
                 gi = first + int(lg)
                 want[gi] = want.get(gi, 0) + per_gpu
+        used = self.gpu_used
         for gi, m in want.items():
-            if self.gpu_used.item(gi) + m > MILLI:
+            if used.item(gi) + m > MILLI:
                 raise AllocationError(
-                    f"job {job.id}: GPU {gi} over-allocated ({int(self.gpu_used[gi])} + {m} > {MILLI})")
+                    f"job {jid}: GPU {gi} over-allocated ({int(used[gi])} + {m} > {MILLI})")
         hp = job.cls is JobClass.HP
         if per_gpu == MILLI:
-            self._take_whole(want, job.id, hp)
+            self._take_whole(want, jid, hp)
         else:
             for gi, m in want.items():
-                self._add(gi, job.id, m, hp)
-        self.node_jobs_add(job.id, {node for node, _ in placement})
-        self.alloc[job.id] = (job.cls, job.g, normalized(placement))
-        p = self.pool_index[job.pool]
-        self.pool_used[p] = self.pool_used.item(p) + job.demand
+                self._add(gi, jid, m, hp)
+        own, node_jobs = self._own_node, self.node_jobs
+        for node, _gpus in placement:
+            (node_jobs[node] if own is None else self._node_set(node)).add(jid)
+        self.alloc[jid] = (job.cls, job.g, normalized(placement))
+        p = self.pool_index[job.pool] if pidx is None else pidx
+        demand = job.demand
+        self.pool_used[p] = self.pool_used.item(p) + demand
         if hp:
-            self.pool_hp[p] = self.pool_hp.item(p) + job.demand
+            self.pool_hp[p] = self.pool_hp.item(p) + demand
         else:
-            self.pool_lp[p] = self.pool_lp.item(p) + job.demand
+            self.pool_lp[p] = self.pool_lp.item(p) + demand
         if self._journal is not None:
-            self._journal.append(("alloc", job.id, (job,)))
-
-    def node_jobs_add(self, job_id: int, nodes: set[int]) -> None:
-        own = self._own_node
-        for n in nodes:
-            (self.node_jobs[n] if own is None else self._node_set(n)).add(job_id)
+            self._journal.append(("alloc", jid, (job,)))
 
     def _node_set(self, node: int) -> set[int]:
         """Node ``node``'s job set, made this state's own before a change."""
