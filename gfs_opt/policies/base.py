@@ -183,16 +183,22 @@ class ComposedPolicy(GreedyPolicy):
         passes would then skip each pool (a backlog's usual round). A subclass with steps of its
         own answers False, unless it says otherwise."""
         cls = type(self)
-        if (rnd.dirty_pools is None or cls.decide is not GreedyPolicy.decide
-                or cls.hp_step is not ComposedPolicy.hp_step
+        if (cls.decide is not GreedyPolicy.decide or cls.hp_step is not ComposedPolicy.hp_step
                 or cls.lp_step is not ComposedPolicy.lp_step
                 or cls.quotas_for_pass is not ComposedPolicy.quotas_for_pass):
+            return False
+        hp_memo = (self.fit_memo("hp", preemptive=self.victim_rule is not None)
+                   if self.evictable(rnd) is None else None)
+        return self.passes_settled(rnd, hp_memo)
+
+    def passes_settled(self, rnd: Round, hp_memo: FitMemo | None) -> bool:
+        """`settled` for the greedy passes of ``rnd``, the HP one skipping pools by ``hp_memo``
+        (None: it never skips)."""
+        if rnd.dirty_pools is None:
             return False
         settled, quotas = self.admission.settled_quotas(rnd)
         if not settled:
             return False
-        hp_memo = (self.fit_memo("hp", preemptive=self.victim_rule is not None)
-                   if self.evictable(rnd) is None else None)
         lp_memo = self.fit_memo("lp", preemptive=False)
         hp_q = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
         lp_q = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP, rnd.queued_since)

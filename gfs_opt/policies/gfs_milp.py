@@ -148,6 +148,14 @@ class GFSMilpPolicy(GFSPolicy):
                 out.extend(j for j, _shape in cursor if j not in st.alloc)
         return out
 
+    def settled(self, rnd: Round) -> bool:
+        """The greedy passes are settled and no waiting HP gang could start by evicting LP work:
+        no MILP would be built (`hp_step`)."""
+        if not self.passes_settled(rnd, self.fit_memo("hp", preemptive=False)):
+            return False
+        pools = self.contested_pools(rnd)
+        return not pools or not self._waiting(rnd, pools)
+
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         """What fits without preemption greedily, then the preemption MILP on the contested
         pools (the greedy PTS answer on time-out)."""
