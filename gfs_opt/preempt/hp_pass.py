@@ -82,10 +82,11 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                 job = rnd.jobs[jid]
                 placement = None
                 chosen: list[int] = []
-                # a shape without room fails every try (`lacks_room`): most tries in a backlog,
-                # which the slot count answers for a fraction of a try's cost
+                # a shape without room even by eviction fails every try (`lacks_room`): most
+                # preemptive tries in a backlog, which the slot count answers for a fraction of
+                # a try's cost (a try without preemption starts with such a count already)
                 if ((known is None or not known.dominated(g, w))
-                        and not lacks_room(st, pool, g, w, preemptive)):
+                        and not (preemptive and lacks_room(st, pool, g, w, True))):
                     if pool_can_fit(st, job):
                         placement = placer.gang(st, job)
                     if placement is None and victims is not None:
