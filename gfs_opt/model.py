@@ -547,21 +547,20 @@ class ClusterState:
                 nonhp[self._node_pool[node]][a] += 1
             if nonhp != self.nonhp_hist:
                 problems.append("per-pool histograms of GPUs without HP disagree with allocations")
-        part: list[dict[int, int]] = [{} for _ in self.pools]
-        for gi, u in enumerate(used.tolist()):
-            if 0 < u < MILLI:
-                d = part[self._node_pool[self._gpu_node[gi]]]
-                d[u] = d.get(u, 0) + 1
-        if part != self.partial_used:
+        if self._partial_levels(used) != self.partial_used:
             problems.append("per-pool partly-used GPU counts disagree with allocations")
-        part_hp: list[dict[int, int]] = [{} for _ in self.pools]
-        for gi, h in enumerate(hp.tolist()):
-            if 0 < h < MILLI:
-                d = part_hp[self._node_pool[self._gpu_node[gi]]]
-                d[h] = d.get(h, 0) + 1
-        if part_hp != self.partial_hp:
+        if self._partial_levels(hp) != self.partial_hp:
             problems.append("per-pool counts of GPUs partly used by HP disagree with allocations")
         return problems
+
+    def _partial_levels(self, per_gpu: np.ndarray) -> list[dict[int, int]]:
+        """Per pool, how many GPUs hold each level strictly between 0 and 1000 (a recount)."""
+        levels: list[dict[int, int]] = [{} for _ in self.pools]
+        for gi, u in enumerate(per_gpu.tolist()):
+            if 0 < u < MILLI:
+                d = levels[self._node_pool[self._gpu_node[gi]]]
+                d[u] = d.get(u, 0) + 1
+        return levels
 
     def fits_shared(self, pool: int, g: int) -> bool:
         """Whether some partly used GPU of a pool has ``g`` milli left."""

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from standins import TOY_SETUP
+from test_cluster_state import place_one
 
 from gfs_opt.experiments.runner import RunSpec, prepare_trace
 from gfs_opt.model import (
-    MILLI,
     ClusterState,
     Decision,
     Job,
@@ -70,23 +70,14 @@ def test_replay_is_the_same_without_the_memo(policy: str, monkeypatch: pytest.Mo
 
 def _random_state(sizes: list[int], ops: list[tuple[int, int, bool]]
                   ) -> tuple[ClusterState, dict[int, RunningJob]]:
-    """A one-pool cluster with one-worker jobs put on the first GPUs with room of the picked
-    node (HP and LP, whole and fractional); LP jobs are the running (evictable) ones."""
+    """A one-pool cluster with one-worker HP and LP jobs (`place_one`); the LP jobs are the
+    running (evictable) ones."""
     state = ClusterState.from_nodes(("A", g, f"n{i}") for i, g in enumerate(sizes))
-    running: dict[int, RunningJob] = {}
+    jobs: dict[int, Job] = {}
     for jid, (pick, g, hp) in enumerate(ops):
-        node = pick % state.n_nodes
-        k = max(1, g // MILLI)
-        a = int(state.node_first_gpu[node])
-        local = [i for i in range(int(state.node_gpus[node]))
-                 if state.gpu_used[a + i] + min(g, MILLI) <= MILLI][:k]
-        if len(local) < k:
-            continue
-        job = Job(jid, "o", "A", JobClass.HP if hp else JobClass.LP, g, 1, 0.0, 1.0)
-        placement = ((node, tuple(local)),)
-        state.allocate(job, placement)
-        if not hp:
-            running[jid] = RunningJob(job, 0.0, 0.0, 0.0, placement)
+        place_one(state, jobs, jid, pick, g, JobClass.HP if hp else JobClass.LP)
+    running = {jid: RunningJob(job, 0.0, 0.0, 0.0, state.alloc[jid][2])
+               for jid, job in jobs.items() if not job.is_hp}
     return state, running
 
 
