@@ -577,28 +577,34 @@ class ClusterState:
 
     def whole_slots(self, pool: int, k: int) -> int:
         """Σ_n ⌊free_n / k⌋ over a pool's nodes: workers of k whole GPUs that fit side by side."""
-        hist = self.free_hist[pool]
-        return sum(c * (f // k) for f, c in enumerate(hist) if c and f >= k)
+        return _whole_slots(self.free_hist[pool], k)
 
     def nonhp_slots(self, pool: int, k: int) -> int:
         """Σ_n ⌊a_n / k⌋ with a_n the GPUs of node n without HP: workers of k whole GPUs that
         fit side by side once every LP job is evicted."""
-        hist = self.nonhp_hist[pool]
-        return sum(c * (f // k) for f, c in enumerate(hist) if c and f >= k)
+        return _whole_slots(self.nonhp_hist[pool], k)
 
     def hp_shared_slots(self, pool: int, g: int) -> int:
         """Σ over a pool's GPUs of ⌊(1000 − HP usage) / g⌋: workers of g < 1000 milli that fit
         side by side once every LP job is evicted."""
-        nonhp = sum(f * c for f, c in enumerate(self.nonhp_hist[pool]) if c)
-        return nonhp * (MILLI // g) + sum(c * ((MILLI - h) // g)
-                                          for h, c in self.partial_hp[pool].items())
+        return _shared_slots(self.nonhp_hist[pool], self.partial_hp[pool], g)
 
     def shared_slots(self, pool: int, g: int) -> int:
         """Σ over a pool's GPUs of ⌊(1000 − used) / g⌋: workers of g < 1000 milli that fit side
         by side, from the free-GPU histogram and the partly used GPUs' usages (a full GPU adds 0)."""
-        free = sum(f * c for f, c in enumerate(self.free_hist[pool]) if c)
-        return free * (MILLI // g) + sum(c * ((MILLI - u) // g)
-                                         for u, c in self.partial_used[pool].items())
+        return _shared_slots(self.free_hist[pool], self.partial_used[pool], g)
+
+
+def _whole_slots(hist: list[int], k: int) -> int:
+    """Σ_f hist[f]·⌊f / k⌋: workers of k whole GPUs on nodes counted by their open GPUs f."""
+    return sum(c * (f // k) for f, c in enumerate(hist) if c and f >= k)
+
+
+def _shared_slots(hist: list[int], levels: dict[int, int], g: int) -> int:
+    """Workers of g < 1000 milli on the open GPUs of nodes counted by ``hist`` (each holds
+    ⌊1000 / g⌋) and on GPUs counted by their partial level (each holds ⌊(1000 − level) / g⌋)."""
+    open_gpus = sum(f * c for f, c in enumerate(hist) if c)
+    return open_gpus * (MILLI // g) + sum(c * ((MILLI - u) // g) for u, c in levels.items())
 
 
 @dataclass(slots=True)
