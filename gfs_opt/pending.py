@@ -141,11 +141,104 @@ class ShapeCursor:
         return n
 
 
+class LazyCursor(ShapeCursor):
+    """A `ShapeCursor` over shapes whose first keys the queue keeps sorted (`_Heads`): it takes
+    a shape up when the merged order reaches its first job, so a pass that stops early or drops
+    what it meets touches only the shapes it reaches, not every shape of the pool. Same order,
+    same `drop`/`defer`/`settle`; ``skip`` is asked of a shape when it is reached."""
+
+    __slots__ = ("_again", "_h", "_heads", "_lists", "_prefix", "_skip")
+
+    def __init__(self, heads: list[tuple[tuple, Shape]], lists: Mapping[Shape, list[Entry]],
+                 again: Mapping[Shape, list[Entry]], prefix: Callable[[Shape], tuple],
+                 skip: Callable[[Shape], bool] | None) -> None:
+        self._entries: list[ShapeEntries] = []
+        self._pos: list[int] = []
+        self._heap: list[tuple[tuple, int]] = []   # only shapes already reached
+        self._last = -1
+        self._key = ()
+        self._pending = {}
+        self._heads, self._h = heads, 0
+        self._lists, self._again, self._prefix, self._skip = lists, again, prefix, skip
+
+    def __next__(self) -> tuple[int, Shape]:
+        heap = self._heap
+        i = self._last
+        if i >= 0:
+            prefix, _s, lst, _again = self._entries[i]
+            p = self._pos[i] + 1
+            self._pos[i] = p
+            if p < len(lst):
+                heapq.heappush(heap, (prefix + lst[p], i))
+        heads, h, skip = self._heads, self._h, self._skip
+        n = len(heads)
+        if skip is not None:
+            while h < n and skip(heads[h][1]):
+                h += 1
+        if h < n and (not heap or heads[h][0] < heap[0][0]):
+            key, shape = heads[h]
+            self._h = h + 1
+            i = len(self._entries)
+            self._entries.append((self._prefix(shape), shape, self._lists[shape],
+                                  self._again.get(shape, NONE)))
+            self._pos.append(0)
+        else:
+            self._h = h
+            if not heap:
+                self._last = -1
+                raise StopIteration
+            key, i = heapq.heappop(heap)
+        self._last = i
+        self._key = key
+        return key[-1], self._entries[i][1]
+
+
+def _no_prefix(_shape: Shape) -> tuple:
+    return ()
+
+
+def _w_prefix(shape: Shape) -> tuple:
+    return (shape[1],)
+
+
+class _Heads:
+    """Per pool and group, the (first key, shape) of every waiting shape, sorted: what a
+    `LazyCursor` walks. Groups: one for submit order (key = (submit, id)), or one per size g
+    for PTS's order (key = prefix + (submit, id), prefix (w,) for LP)."""
+
+    __slots__ = ("by_pool", "prefix", "sized")
+
+    def __init__(self, sized: bool, prefix: Callable[[Shape], tuple]) -> None:
+        self.sized = sized
+        self.prefix = prefix
+        self.by_pool: dict[str, dict[int, list[tuple[tuple, Shape]]]] = {}
+
+    def build(self, shapes: Mapping[str, Mapping[Shape, list[Entry]]]) -> None:
+        for pool, lists in shapes.items():
+            for shape, lst in lists.items():
+                self.moved(pool, shape, None, lst[0])
+
+    def moved(self, pool: str, shape: Shape, old: Entry | None, new: Entry | None) -> None:
+        """The first entry of ``shape`` went from ``old`` to ``new`` (None: no entry)."""
+        groups = self.by_pool.setdefault(pool, {})
+        group = shape[0] if self.sized else 0
+        heads = groups.setdefault(group, [])
+        prefix = self.prefix(shape)
+        if old is not None:
+            del heads[bisect_left(heads, (prefix + old, shape))]
+        if new is not None:
+            insort(heads, (prefix + new, shape))
+        if not heads:
+            del groups[group]
+
+
 class PendingQueue:
     """Ordered pending jobs of one class; iterable over ids like a list.
 
     Jobs queued again after their submission (evicted or re-queued) are also listed apart, per
-    shape: their wait restarted, which `ShapeCursor.defer_until` must know.
+    shape: their wait restarted, which `ShapeCursor.defer_until` must know. The first key of
+    every shape is kept sorted per order asked for (`_Heads`, from the first `cursors` call on):
+    a pass's cursors then take shapes up as they are reached.
     """
 
     def __init__(self, cls: JobClass) -> None:
@@ -154,6 +247,10 @@ class PendingQueue:
         self._again: dict[str, dict[Shape, list[Entry]]] = {}
         self._sizes: dict[str, dict[int, int]] = {}          # pool → g → jobs waiting
         self._members: dict[int, tuple[str, Shape, Entry, bool]] = {}
+        self._fifo_heads: _Heads | None = None
+        self._size_heads: _Heads | None = None
+        self._heads: tuple[_Heads, ...] = ()                 # those kept up to date
+        self._versions: dict[str, int] = {}   # pool → changes of its set of shapes
 
     @classmethod
     def from_ids(cls_, jobs: Mapping[int, Job], ids: Iterable[int], cls: JobClass,
@@ -172,8 +269,16 @@ class PendingQueue:
         lst = self._shapes.setdefault(job.pool, {}).setdefault(shape, [])
         if not lst or lst[-1] < entry:
             lst.append(entry)
+            first = len(lst) == 1
         else:
-            insort(lst, entry)
+            i = bisect_left(lst, entry)
+            lst.insert(i, entry)
+            first = i == 0
+        if first:
+            if len(lst) == 1:
+                self._versions[job.pool] = self._versions.get(job.pool, 0) + 1
+            for heads in self._heads:
+                heads.moved(job.pool, shape, lst[1] if len(lst) > 1 else None, entry)
         again = since is not None and since != job.submit
         if again:
             insort(self._again.setdefault(job.pool, {}).setdefault(shape, []), entry)
@@ -185,9 +290,14 @@ class PendingQueue:
         pool, shape, entry, again = self._members.pop(job_id)
         shapes = self._shapes[pool]
         lst = shapes[shape]
-        del lst[bisect_left(lst, entry)]
+        i = bisect_left(lst, entry)
+        del lst[i]
+        if i == 0:
+            for heads in self._heads:
+                heads.moved(pool, shape, entry, lst[0] if lst else None)
         if not lst:
             del shapes[shape]
+            self._versions[pool] += 1
         if again:
             requeued = self._again[pool]
             lst = requeued[shape]
@@ -208,6 +318,11 @@ class PendingQueue:
         """The pool's shapes and their (submit, id) lists (read-only)."""
         return self._shapes.get(pool, {})
 
+    def shape_version(self, pool: str) -> int:
+        """A count that changes whenever a shape of ``pool`` appears or goes (its jobs come and
+        go otherwise): what an answer about the pool's set of shapes can be remembered by."""
+        return self._versions.get(pool, 0)
+
     def cursors(self, pool: str, fifo: bool,
                 skip: Callable[[Shape], bool] | None = None) -> list[ShapeCursor]:
         """The pool's jobs in policy order: one cursor in submit order (``fifo``), else one per
@@ -217,19 +332,27 @@ class PendingQueue:
         shapes = self._shapes.get(pool)
         if not shapes:
             return []
-        again = self._again.get(pool, {})
-        if fifo:   # the common case of FIFO policies, built in one go
-            entries = [((), s, lst, again.get(s, NONE)) for s, lst in shapes.items()
-                       if skip is None or not skip(s)]
-            return [ShapeCursor(entries)] if entries else []
-        items = [(s, lst) for s, lst in shapes.items() if skip is None or not skip(s)]
-        if not items:
+        index = self._index(fifo)
+        groups = index.by_pool.get(pool)
+        if not groups:
             return []
-        by_g: dict[int, list[ShapeEntries]] = {}
-        lp = self.cls is JobClass.LP
-        for s, lst in items:
-            by_g.setdefault(s[0], []).append(((s[1],) if lp else (), s, lst, again.get(s, NONE)))
-        return [ShapeCursor(by_g[g]) for g in sorted(by_g, reverse=True)]
+        again = self._again.get(pool, {})
+        return [LazyCursor(groups[g], shapes, again, index.prefix, skip)
+                for g in sorted(groups, reverse=True)]
+
+    def _index(self, fifo: bool) -> _Heads:
+        """The sorted first keys for one order, built when first asked for."""
+        index = self._fifo_heads if fifo else self._size_heads
+        if index is None:
+            lp = self.cls is JobClass.LP and not fifo
+            index = _Heads(sized=not fifo, prefix=_w_prefix if lp else _no_prefix)
+            index.build(self._shapes)
+            if fifo:
+                self._fifo_heads = index
+            else:
+                self._size_heads = index
+            self._heads = (*self._heads, index)
+        return index
 
     def buckets(self, pool: str) -> list[tuple[int, Iterator[int]]]:
         """(g, lazy job ids in order) for one pool, largest g first."""

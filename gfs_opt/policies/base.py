@@ -60,7 +60,10 @@ class Policy(ABC):
 
     def fit_memo(self, name: str, preemptive: bool) -> FitMemo:
         """The `FitMemo` of one of the policy's passes (fresh after `reset`)."""
-        memos = self.__dict__.setdefault("_fit_memos", {})
+        try:
+            memos = self._fit_memos
+        except AttributeError:   # a policy asked before its first `reset`
+            memos = self._fit_memos = {}
         memo = memos.get(name)
         if memo is None:
             memo = memos[name] = FitMemo(preemptive)
@@ -205,16 +208,14 @@ class ComposedPolicy(GreedyPolicy):
         st = rnd.state
         nothing = _NOTHING
         for pool in rnd.dirty_pools:
-            shapes = hp_q.shapes(pool)
-            if shapes:
+            if hp_q.shapes(pool):
                 known = hp_memo.known(rnd, pool, nothing) if hp_memo is not None else None
-                if known is None or not known.covers(shapes):
+                if known is None or not known.covers_queue(hp_q, pool):
                     return False
-            shapes = lp_q.shapes(pool)
             p = st.pool_index.get(pool)
-            if shapes and p is not None:
+            if lp_q.shapes(pool) and p is not None:
                 known = lp_memo.known(rnd, pool, nothing)
-                if known is None or not lp_pool_settled(known, shapes, quotas, {}, pool,
+                if known is None or not lp_pool_settled(known, lp_q, pool, quotas, {},
                                                         st.pool_lp.item(p)):
                     return False
         return True

@@ -4,8 +4,12 @@ and, across passes, until GPUs of the pool are released (`FitMemo`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gfs_opt.model import MILLI, ClusterState, Decision, Round, gpus_per_worker
+
+if TYPE_CHECKING:
+    from gfs_opt.pending import PendingQueue
 
 
 class FailSizes:
@@ -17,10 +21,12 @@ class FailSizes:
     its size (the authors' simulator placed gangs partially and never saw this).
     """
 
-    __slots__ = ("front",)
+    __slots__ = ("_seen", "front")
 
     def __init__(self, front: list[tuple[int, int]] | None = None) -> None:
         self.front: list[tuple[int, int]] = list(front) if front else []
+        # the last `covers_queue` answer: (the pool's shape map, its version, the answer)
+        self._seen: tuple[object, int, bool] | None = None
 
     def dominated(self, g: int, w: int) -> bool:
         for gf, wf in self.front:  # noqa: SIM110 (a plain loop: hot, and any() is slower)
@@ -31,6 +37,7 @@ class FailSizes:
     def add(self, g: int, w: int) -> None:
         self.front = [(gf, wf) for gf, wf in self.front if not (gf >= g and wf >= w)]
         self.front.append((g, w))
+        self._seen = None
 
     def covers(self, shapes: Iterable[tuple[int, int, float]]) -> bool:
         """Every (g, w, …) shape is dominated."""
@@ -45,9 +52,26 @@ class FailSizes:
                 return False
         return True
 
+    def covers_queue(self, queue: PendingQueue, pool: str) -> bool:
+        """`covers` of the shapes waiting in ``pool`` of ``queue``. The answer is remembered
+        until that set of shapes changes (`PendingQueue.shape_version`): a backlogged pool is
+        asked it at most job events, and most of them leave its shapes as they were."""
+        shapes = queue.shapes(pool)
+        version = queue.shape_version(pool)
+        seen = self._seen
+        if seen is not None and seen[0] is shapes and seen[1] == version:
+            return seen[2]
+        answer = self.covers(shapes)
+        self._seen = (shapes, version, answer)
+        return answer
+
     def skips(self, shape: tuple[int, int, float]) -> bool:
         """`dominated` for a queue shape (a `PendingQueue.cursors` filter)."""
-        return self.dominated(shape[0], shape[1])
+        g, w = shape[0], shape[1]
+        for gf, wf in self.front:  # noqa: SIM110 (`dominated` inlined: a cursor asks it per shape)
+            if g >= gf and w >= wf:
+                return True
+        return False
 
     def blocks(self, g: int) -> bool:
         """Every job with per-worker request ≥ g is dominated (a single worker of ≤ g failed)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 
 from gfs_opt.model import Decision, JobClass, Round, RunningJob, SolveReport, plain_dict
 from gfs_opt.pending import PTS_ORDER, PendingQueue, QueueOrder, as_queue
@@ -34,6 +35,9 @@ def pools_to_run(rnd: Round, queue: PendingQueue) -> list[str]:
     dirty = rnd.dirty_pools
     if dirty is None:
         return sorted(queue.pools())
+    if len(dirty) == 1:   # a job event's round
+        for p in dirty:
+            return [p] if queue.shapes(p) else []
     return sorted(p for p in dirty if queue.shapes(p))
 
 
@@ -59,16 +63,18 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     for pool in pools_to_run(rnd, queue):
         fails = FailSizes()
         known = memo.known(rnd, pool, decision) if memo is not None else None
-        skip = None
+        # a shape the cursor reaches dominated by a failure is dropped unwalked (its jobs would
+        # each be dropped in turn)
+        skip = fails.skips
         if known is not None:
             # A known-failing job changes nothing but `fails`, and what it adds there is
             # dominated by `known` already. Without head-of-line blocking such shapes can be left
             # out of the walk; with it one of them may still stop the pass, so only a pool where
             # every waiting shape is known to fail (a backlog's usual pass) is skipped whole.
-            if known.covers(queue.shapes(pool)):
+            if known.covers_queue(queue, pool):
                 continue
             if not order.head_of_line:
-                skip = known.skips
+                skip = partial(_either_skips, fails, known)
         cache: ChoiceCache = {}
         ctx: PreemptContext | None = None   # one per pool and pass: its c_j hold for the pass
         stop = False
@@ -124,6 +130,10 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                 break
         if memo is not None:
             memo.keep(rnd, pool, known, fails)
+
+
+def _either_skips(a: FailSizes, b: FailSizes, shape: tuple[int, int, float]) -> bool:
+    return a.skips(shape) or b.skips(shape)
 
 
 def greedy_preemption(rnd: Round, victims: PreemptRule | None = PTS_RULE, *,

@@ -9,11 +9,11 @@ live state (the engine rolls it back); `greedy_admission` runs it on a copy of a
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 
 from gfs_opt.model import Decision, Job, JobClass, Round
-from gfs_opt.pending import PTS_ORDER, QueueOrder, Shape, as_queue
+from gfs_opt.pending import PTS_ORDER, PendingQueue, QueueOrder, as_queue
 from gfs_opt.preempt.fit_memo import FailSizes, FitMemo
 from gfs_opt.preempt.hp_pass import pools_to_run
 from gfs_opt.preempt.scoring import BEST_FIT, Placer, pool_can_fit, worker_slots
@@ -115,7 +115,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             # as in `hp_pass`, with one more condition: a job the quota refuses counts as a
             # denial before its fit is asked. If every shape is known to fail nothing starts,
             # so each shape's quota verdict is what it is now; partial skips only without quota.
-            if lp_pool_settled(known, queue.shapes(pool), quotas, pool_quota, pool,
+            if lp_pool_settled(known, queue, pool, quotas, pool_quota,
                                st.pool_lp.item(p)):
                 continue
             if not head_of_line and (quotas is None or not any(pp == pool for pp, _d in quotas)):
@@ -168,12 +168,12 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     return denied
 
 
-def lp_pool_settled(known: FailSizes, shapes: Collection[Shape], quotas: Quotas | None,
-                    pool_quota: dict[float, int | None], pool: str, lp_running: int) -> bool:
+def lp_pool_settled(known: FailSizes, queue: PendingQueue, pool: str, quotas: Quotas | None,
+                    pool_quota: dict[float, int | None], lp_running: int) -> bool:
     """Whether an LP pass of ``pool`` changes and counts nothing: every waiting shape is known
     not to fit and none is refused by the quota (a refusal counts as a denial)."""
-    return known.covers(shapes) and (quotas is None or not any(
-        _refused(quotas, pool_quota, pool, lp_running, s) for s in shapes))
+    return known.covers_queue(queue, pool) and (quotas is None or not any(
+        _refused(quotas, pool_quota, pool, lp_running, s) for s in queue.shapes(pool)))
 
 
 def _refused(quotas: Quotas | None, pool_quota: dict[float, int | None], pool: str,
