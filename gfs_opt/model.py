@@ -256,18 +256,27 @@ class ClusterState:
         node_pool, node_first, node_gpus, n_nodes = (self._node_pool, self._node_first,
                                                      self._node_gpus, self.n_nodes)
         want: dict[int, int] = {}
-        for node, gpus in placement:
+        # a placement of plain ints in tuples (what the built-in placers hand) is kept as it
+        # is; anything else (numpy ints, lists) is stored `normalized`
+        plain = type(placement) is tuple
+        for wp in placement:
+            node, gpus = wp
             if not 0 <= node < n_nodes:
                 raise AllocationError(f"job {jid}: unknown node {node}")
             if pidx is None or node_pool[node] != pidx:
                 raise AllocationError(f"job {jid}: node {node} is not in pool {job.pool}")
             if len(gpus) != k or (k > 1 and len(set(gpus)) != k):
                 raise AllocationError(f"job {jid}: worker needs {k} distinct GPUs, got {gpus}")
+            if type(node) is not int or type(gpus) is not tuple or type(wp) is not tuple:
+                plain = False
             first, n_gpus = node_first[node], node_gpus[node]
             for lg in gpus:
                 if not 0 <= lg < n_gpus:
                     raise AllocationError(f"job {jid}: node {node} has no GPU {lg}")
-                gi = first + int(lg)
+                if type(lg) is not int:
+                    plain = False
+                    lg = int(lg)
+                gi = first + lg
                 want[gi] = want.get(gi, 0) + per_gpu
         used = self.gpu_used
         for gi, m in want.items():
@@ -283,7 +292,7 @@ class ClusterState:
         own, node_jobs = self._own_node, self.node_jobs
         for node, _gpus in placement:
             (node_jobs[node] if own is None else self._node_set(node)).add(jid)
-        self.alloc[jid] = (job.cls, job.g, normalized(placement))
+        self.alloc[jid] = (job.cls, job.g, placement if plain else normalized(placement))
         p = self.pool_index[job.pool] if pidx is None else pidx
         demand = job.demand
         self.pool_used[p] = self.pool_used.item(p) + demand
@@ -608,8 +617,15 @@ def _whole_slots(hist: list[int], k: int) -> int:
 def _shared_slots(hist: list[int], levels: dict[int, int], g: int) -> int:
     """Workers of g < 1000 milli on the open GPUs of nodes counted by ``hist`` (each holds
     ⌊1000 / g⌋) and on GPUs counted by their partial level (each holds ⌊(1000 − level) / g⌋)."""
-    open_gpus = sum(f * c for f, c in enumerate(hist) if c)
-    return open_gpus * (MILLI // g) + sum(c * ((MILLI - u) // g) for u, c in levels.items())
+    open_gpus = 0
+    for f in range(1, len(hist)):   # plain loops, as in `_whole_slots`
+        c = hist[f]
+        if c:
+            open_gpus += f * c
+    n = open_gpus * (MILLI // g)
+    for u, c in levels.items():
+        n += c * ((MILLI - u) // g)
+    return n
 
 
 @dataclass(slots=True)

@@ -220,16 +220,30 @@ class _Heads:
 
     def moved(self, pool: str, shape: Shape, old: Entry | None, new: Entry | None) -> None:
         """The first entry of ``shape`` went from ``old`` to ``new`` (None: no entry)."""
-        groups = self.by_pool.setdefault(pool, {})
+        groups = self.by_pool.get(pool)
+        if groups is None:
+            groups = self.by_pool[pool] = {}
         group = shape[0] if self.sized else 0
-        heads = groups.setdefault(group, [])
+        heads = groups.get(group)
+        if heads is None:
+            heads = groups[group] = []
         prefix = self.prefix(shape)
-        if old is not None:
-            del heads[bisect_left(heads, (prefix + old, shape))]
-        if new is not None:
-            insort(heads, (prefix + new, shape))
-        if not heads:
-            del groups[group]
+        if old is None:
+            insort(heads, (prefix + new, shape))  # type: ignore[operator]
+            return
+        i = bisect_left(heads, (prefix + old, shape))
+        if new is None:
+            del heads[i]
+            if not heads:
+                del groups[group]
+            return
+        item = (prefix + new, shape)
+        # a shape's next job usually keeps its place among the first keys: no shift then
+        if (i + 1 == len(heads) or item < heads[i + 1]) and (i == 0 or heads[i - 1] < item):
+            heads[i] = item
+            return
+        del heads[i]
+        insort(heads, item)
 
 
 class PendingQueue:

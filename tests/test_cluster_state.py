@@ -6,6 +6,7 @@ partly-used GPU counts behind `fits_shared` and `shared_slots`, and the HP usage
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -124,6 +125,25 @@ def test_a_kept_plan_compares_placements_by_value() -> None:
     assert _same_placement(held, [(np.int64(1), np.array([2, 3])), (4, [0, 1])])
     assert not _same_placement(held, ((1, (3, 2)), (4, (0, 1))))
     assert not _same_placement(held, [(1, np.array([2, 4])), (4, (0, 1))])
+
+
+@pytest.mark.parametrize("placement", [
+    [(1, (0, 1))],                                  # a list of workers
+    ((np.int64(1), (0, 1)),),                       # a numpy node
+    ((1, [0, 1]),),                                 # a list of GPUs
+    ((1, (np.int32(0), 1)),),                       # a numpy GPU
+    ([1, (0, 1)],),                                 # a worker as a list
+])
+def test_allocate_records_any_placement_as_plain_ints(placement: object) -> None:
+    state = ClusterState.from_nodes([("A", 4, "a"), ("A", 4, "b")])
+    job = Job(7, "o", "A", JobClass.LP, 2000, 1, 0.0, 1.0)
+    state.allocate(job, placement)  # type: ignore[arg-type]
+    held = state.alloc[7][2]
+    assert held == ((1, (0, 1)),)
+    assert type(held) is tuple and all(type(wp) is tuple and type(wp[0]) is int
+                                       and type(wp[1]) is tuple
+                                       and all(type(lg) is int for lg in wp[1]) for wp in held)
+    assert state.check() == []
 
 
 def test_check_reports_a_histogram_out_of_step() -> None:

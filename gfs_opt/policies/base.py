@@ -37,6 +37,8 @@ from gfs_opt.quota.spot_quota import SpotQuota
 
 #: the decision of a pass that has not started (read only: what `FitMemo.known` is asked with)
 _NOTHING = Decision()
+#: per `ComposedPolicy` subclass, whether its round is the composed steps alone (`settled`)
+_PLAIN_STEPS: dict[type, bool] = {}
 
 
 class Policy(ABC):
@@ -186,9 +188,13 @@ class ComposedPolicy(GreedyPolicy):
         passes would then skip each pool (a backlog's usual round). A subclass with steps of its
         own answers False, unless it says otherwise."""
         cls = type(self)
-        if (cls.decide is not GreedyPolicy.decide or cls.hp_step is not ComposedPolicy.hp_step
-                or cls.lp_step is not ComposedPolicy.lp_step
-                or cls.quotas_for_pass is not ComposedPolicy.quotas_for_pass):
+        plain = _PLAIN_STEPS.get(cls)
+        if plain is None:   # asked at every job event: once per class
+            plain = _PLAIN_STEPS[cls] = (
+                cls.decide is GreedyPolicy.decide and cls.hp_step is ComposedPolicy.hp_step
+                and cls.lp_step is ComposedPolicy.lp_step
+                and cls.quotas_for_pass is ComposedPolicy.quotas_for_pass)
+        if not plain:
             return False
         hp_memo = (self.fit_memo("hp", preemptive=self.victim_rule is not None)
                    if self.evictable(rnd) is None else None)

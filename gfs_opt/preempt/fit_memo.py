@@ -150,11 +150,16 @@ def lacks_room(state: ClusterState, pool: str, g: int, w: int, preemptive: bool)
     fails whatever the placement or victim rule; so does every shape it dominates (larger g and
     w never have more slots).
     """
-    p = state.pool_index[pool]
+    return slots(state, state.pool_index[pool], g, preemptive) < w
+
+
+def slots(state: ClusterState, p: int, g: int, preemptive: bool) -> int:
+    """Workers of ``g`` milli that fit side by side in pool ``p`` (by index) now, or once every
+    LP job is evicted when ``preemptive``: what `lacks_room` compares a gang's size with."""
     if g >= MILLI:
         k = gpus_per_worker(g)
-        return (state.nonhp_slots(p, k) if preemptive else state.whole_slots(p, k)) < w
-    return (state.hp_shared_slots(p, g) if preemptive else state.shared_slots(p, g)) < w
+        return state.nonhp_slots(p, k) if preemptive else state.whole_slots(p, k)
+    return state.hp_shared_slots(p, g) if preemptive else state.shared_slots(p, g)
 
 
 def released_in(rnd: Round, pool: str, decision: Decision) -> bool:

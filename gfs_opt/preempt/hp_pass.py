@@ -18,7 +18,7 @@ from functools import partial
 
 from gfs_opt.model import Decision, JobClass, Round, RunningJob, SolveReport, plain_dict
 from gfs_opt.pending import PTS_ORDER, PendingQueue, QueueOrder, as_queue
-from gfs_opt.preempt.fit_memo import FailSizes, FitMemo, lacks_room
+from gfs_opt.preempt.fit_memo import FailSizes, FitMemo, slots
 from gfs_opt.preempt.greedy import (
     PTS_RULE,
     ChoiceCache,
@@ -77,6 +77,10 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                 skip = partial(_either_skips, fails, known)
         cache: ChoiceCache = {}
         ctx: PreemptContext | None = None   # one per pool and pass: its c_j hold for the pass
+        # slots by eviction per request g (`slots`), until the pass changes the pool's state:
+        # a backlog's shapes share a few sizes
+        room: dict[int, int] = {}
+        p = st.pool_index.get(pool)
         stop = False
         for cursor in queue.cursors(pool, order.fifo, skip):
             for jid, (g, w, _d) in cursor:
@@ -88,11 +92,16 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                 job = rnd.jobs[jid]
                 placement = None
                 chosen: list[int] = []
-                # a shape without room even by eviction fails every try (`lacks_room`): most
-                # preemptive tries in a backlog, which the slot count answers for a fraction of
-                # a try's cost (a try without preemption starts with such a count already)
-                if ((known is None or not known.dominated(g, w))
-                        and not (preemptive and lacks_room(st, pool, g, w, True))):
+                tries = known is None or not known.dominated(g, w)
+                if tries and preemptive and p is not None:
+                    # a shape without room even by eviction fails every try (`lacks_room`):
+                    # most preemptive tries in a backlog, which the slot count answers for a
+                    # fraction of a try's cost (a try without preemption starts with one)
+                    n_slots = room.get(g)
+                    if n_slots is None:
+                        n_slots = room[g] = slots(st, p, g, True)
+                    tries = n_slots >= w
+                if tries:
                     if pool_can_fit(st, job):
                         placement = placer.gang(st, job)
                     if placement is None and victims is not None:
@@ -123,6 +132,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                             cache.pop(n, None)
                 decision.victims.extend(chosen)
                 st.allocate(job, placement)
+                room.clear()
                 for n, _gpus in placement:
                     cache.pop(n, None)
                 decision.placements[jid] = placement

@@ -98,6 +98,8 @@ def _best_fit(free: np.ndarray, same: np.ndarray, e: np.ndarray | None, cls: Job
             break
     if f_min < 0:
         return -1
+    if hist[f_min] == 1:   # one node has f_min free GPUs: it wins
+        return int((free == f_min).argmax())
     cand = (free == f_min).nonzero()[0]
     if len(cand) == 1:
         return int(cand[0])
