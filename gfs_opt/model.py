@@ -666,6 +666,12 @@ class PoolStatus:
                           self.failed + (not ok), self.succeeded + ok, self.oldest_lp_wait,
                           self.has_hp_history)
 
+    def with_recent(self, succeeded: int, failed: int, oldest_lp_wait: float) -> PoolStatus:
+        """This status with the last H hours' outcomes and the oldest LP wait restated (each
+        refresh, for every pool whose numbers moved; `dataclasses.replace` costs twice as much)."""
+        return PoolStatus(self.eta, failed, succeeded, self.failed, self.succeeded,
+                          oldest_lp_wait, self.has_hp_history)
+
 
 @dataclass(frozen=True, slots=True)
 class Params:

@@ -310,8 +310,7 @@ class Simulator:
             st = self.pool_status[pool]
             # most refreshes of a calm pool restate what its status says: no new record then
             if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait) != (ok, failed, wait):
-                self.pool_status[pool] = replace(st, recent_succeeded=ok, recent_failed=failed,
-                                                 oldest_lp_wait=wait)
+                self.pool_status[pool] = st.with_recent(ok, failed, wait)
         for window, counts, span in ((self.node_evictions, self._c1d, DAY),
                                      (self._evictions_1h, self._c1h, HOUR)):
             while window and window[0][0] < t - span:
