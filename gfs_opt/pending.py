@@ -28,23 +28,31 @@ NONE: list[Entry] = []
 class ShapeCursor:
     """Jobs of several shapes in one merged order; a dropped shape yields nothing more.
 
-    Built from (prefix, shape, sorted entries, the entries of re-queued jobs): the order key of
-    an entry is prefix + entry (prefix () for submit order, (w,) for LP's (w, submit, id) inside
-    a size). Iterating gives (job id, shape). `drop` stops the shape just returned; `defer` does
-    the same but keeps its remaining jobs countable (`settle`): a pass uses it for a shape the
-    quota refuses, whose jobs would each have been refused in turn.
+    Built from the sorted (first key, shape) of every waiting shape (`_Heads`) and the shapes'
+    sorted entries: the order key of an entry is prefix + entry (prefix () for submit order,
+    (w,) for LP's (w, submit, id) inside a size). A shape is taken up when the merged order
+    reaches its first job, so a pass that stops early or drops what it meets touches only the
+    shapes it reaches, not every shape of the pool; ``skip`` is asked of a shape when it is
+    reached, and a skipped shape yields nothing. Iterating gives (job id, shape). `drop` stops
+    the shape just returned; `defer` does the same but keeps its remaining jobs countable
+    (`settle`): a pass uses it for a shape the quota refuses, whose jobs would each have been
+    refused in turn.
     """
 
-    __slots__ = ("_entries", "_heap", "_key", "_last", "_pending", "_pos")
+    __slots__ = ("_again", "_entries", "_h", "_heads", "_heap", "_key", "_last", "_lists",
+                 "_pending", "_pos", "_prefix", "_skip")
 
-    def __init__(self, entries: list[ShapeEntries]) -> None:
-        self._entries = entries
-        self._pos = [0] * len(entries)
-        self._heap = [(e[0] + e[2][0], i) for i, e in enumerate(entries)]
-        heapq.heapify(self._heap)
+    def __init__(self, heads: list[tuple[tuple, Shape]], lists: Mapping[Shape, list[Entry]],
+                 again: Mapping[Shape, list[Entry]], prefix: Callable[[Shape], tuple],
+                 skip: Callable[[Shape], bool] | None) -> None:
+        self._entries: list[ShapeEntries] = []
+        self._pos: list[int] = []
+        self._heap: list[tuple[tuple, int]] = []   # only shapes already reached
         self._last = -1
         self._key: tuple = ()
         self._pending: dict[int, int] = {}   # deferred shape → index of its next job
+        self._heads, self._h = heads, 0
+        self._lists, self._again, self._prefix, self._skip = lists, again, prefix, skip
 
     def __iter__(self) -> Iterator[tuple[int, Shape]]:
         return self
@@ -58,10 +66,24 @@ class ShapeCursor:
             self._pos[i] = p
             if p < len(lst):
                 heapq.heappush(heap, (prefix + lst[p], i))
-        if not heap:
-            self._last = -1
-            raise StopIteration
-        key, i = heapq.heappop(heap)
+        heads, h, skip = self._heads, self._h, self._skip
+        n = len(heads)
+        if skip is not None:
+            while h < n and skip(heads[h][1]):
+                h += 1
+        if h < n and (not heap or heads[h][0] < heap[0][0]):
+            key, shape = heads[h]
+            self._h = h + 1
+            i = len(self._entries)
+            self._entries.append((self._prefix(shape), shape, self._lists[shape],
+                                  self._again.get(shape, NONE)))
+            self._pos.append(0)
+        else:
+            self._h = h
+            if not heap:
+                self._last = -1
+                raise StopIteration
+            key, i = heapq.heappop(heap)
         self._last = i
         self._key = key
         return key[-1], self._entries[i][1]
@@ -141,58 +163,6 @@ class ShapeCursor:
         return n
 
 
-class LazyCursor(ShapeCursor):
-    """A `ShapeCursor` over shapes whose first keys the queue keeps sorted (`_Heads`): it takes
-    a shape up when the merged order reaches its first job, so a pass that stops early or drops
-    what it meets touches only the shapes it reaches, not every shape of the pool. Same order,
-    same `drop`/`defer`/`settle`; ``skip`` is asked of a shape when it is reached."""
-
-    __slots__ = ("_again", "_h", "_heads", "_lists", "_prefix", "_skip")
-
-    def __init__(self, heads: list[tuple[tuple, Shape]], lists: Mapping[Shape, list[Entry]],
-                 again: Mapping[Shape, list[Entry]], prefix: Callable[[Shape], tuple],
-                 skip: Callable[[Shape], bool] | None) -> None:
-        self._entries: list[ShapeEntries] = []
-        self._pos: list[int] = []
-        self._heap: list[tuple[tuple, int]] = []   # only shapes already reached
-        self._last = -1
-        self._key = ()
-        self._pending = {}
-        self._heads, self._h = heads, 0
-        self._lists, self._again, self._prefix, self._skip = lists, again, prefix, skip
-
-    def __next__(self) -> tuple[int, Shape]:
-        heap = self._heap
-        i = self._last
-        if i >= 0:
-            prefix, _s, lst, _again = self._entries[i]
-            p = self._pos[i] + 1
-            self._pos[i] = p
-            if p < len(lst):
-                heapq.heappush(heap, (prefix + lst[p], i))
-        heads, h, skip = self._heads, self._h, self._skip
-        n = len(heads)
-        if skip is not None:
-            while h < n and skip(heads[h][1]):
-                h += 1
-        if h < n and (not heap or heads[h][0] < heap[0][0]):
-            key, shape = heads[h]
-            self._h = h + 1
-            i = len(self._entries)
-            self._entries.append((self._prefix(shape), shape, self._lists[shape],
-                                  self._again.get(shape, NONE)))
-            self._pos.append(0)
-        else:
-            self._h = h
-            if not heap:
-                self._last = -1
-                raise StopIteration
-            key, i = heapq.heappop(heap)
-        self._last = i
-        self._key = key
-        return key[-1], self._entries[i][1]
-
-
 def _no_prefix(_shape: Shape) -> tuple:
     return ()
 
@@ -203,7 +173,7 @@ def _w_prefix(shape: Shape) -> tuple:
 
 class _Heads:
     """Per pool and group, the (first key, shape) of every waiting shape, sorted: what a
-    `LazyCursor` walks. Groups: one for submit order (key = (submit, id)), or one per size g
+    `ShapeCursor` walks. Groups: one for submit order (key = (submit, id)), or one per size g
     for PTS's order (key = prefix + (submit, id), prefix (w,) for LP)."""
 
     __slots__ = ("by_pool", "prefix", "sized")
@@ -351,7 +321,7 @@ class PendingQueue:
         if not groups:
             return []
         again = self._again.get(pool, {})
-        return [LazyCursor(groups[g], shapes, again, index.prefix, skip)
+        return [ShapeCursor(groups[g], shapes, again, index.prefix, skip)
                 for g in sorted(groups, reverse=True)]
 
     def _index(self, fifo: bool) -> _Heads:

@@ -1,5 +1,5 @@
 """`PendingQueue.cursors` walk the queue in policy order while the queue keeps only each shape's
-first key sorted (`LazyCursor`): the order, drops and skips must be those of a plain sort of
+first key sorted (`ShapeCursor`): the order, drops and skips must be those of a plain sort of
 every waiting job, whatever adds and removes came before (and whether the sorted first keys
 were kept through them or built afterwards)."""
 
