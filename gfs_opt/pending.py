@@ -4,7 +4,9 @@ part of a policy (`QueueOrder`).
 HP order is (−g, submit, id); LP order is (−g, w, submit, id); FIFO policies take (submit, id).
 A shape is (g, w, guarantee class): the ``fail_size`` rule and the quota refuse whole shapes at a
 time, so a pass walks the shapes' lists merged in policy order (`ShapeCursor`) and drops a shape
-at its first refusal — a long queue costs one try per shape, not one per job.
+at its first refusal — a long queue costs one try per shape, not one per job. Each shape's first
+key is also kept sorted per order (`_Heads`), so the merge takes a shape up only when it reaches
+it: a pass that stops early, or passes over shapes a failure dominates, costs what it reaches.
 """
 
 from __future__ import annotations
