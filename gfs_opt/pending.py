@@ -233,9 +233,7 @@ class PendingQueue:
         self._again: dict[str, dict[Shape, list[Entry]]] = {}
         self._sizes: dict[str, dict[int, int]] = {}          # pool → g → jobs waiting
         self._members: dict[int, tuple[str, Shape, Entry, bool]] = {}
-        self._fifo_heads: _Heads | None = None
-        self._size_heads: _Heads | None = None
-        self._heads: tuple[_Heads, ...] = ()                 # those kept up to date
+        self._heads: dict[bool, _Heads] = {}   # by ``fifo``: the orders asked for so far
         self._versions: dict[str, int] = {}   # pool → changes of its set of shapes
 
     @classmethod
@@ -263,7 +261,7 @@ class PendingQueue:
         if first:
             if len(lst) == 1:
                 self._versions[job.pool] = self._versions.get(job.pool, 0) + 1
-            for heads in self._heads:
+            for heads in self._heads.values():
                 heads.moved(job.pool, shape, lst[1] if len(lst) > 1 else None, entry)
         again = since is not None and since != job.submit
         if again:
@@ -279,7 +277,7 @@ class PendingQueue:
         i = bisect_left(lst, entry)
         del lst[i]
         if i == 0:
-            for heads in self._heads:
+            for heads in self._heads.values():
                 heads.moved(pool, shape, entry, lst[0] if lst else None)
         if not lst:
             del shapes[shape]
@@ -328,16 +326,12 @@ class PendingQueue:
 
     def _index(self, fifo: bool) -> _Heads:
         """The sorted first keys for one order, built when first asked for."""
-        index = self._fifo_heads if fifo else self._size_heads
+        index = self._heads.get(fifo)
         if index is None:
             lp = self.cls is JobClass.LP and not fifo
-            index = _Heads(sized=not fifo, prefix=_w_prefix if lp else _no_prefix)
+            index = self._heads[fifo] = _Heads(sized=not fifo,
+                                               prefix=_w_prefix if lp else _no_prefix)
             index.build(self._shapes)
-            if fifo:
-                self._fifo_heads = index
-            else:
-                self._size_heads = index
-            self._heads = (*self._heads, index)
         return index
 
     def buckets(self, pool: str) -> list[tuple[int, Iterator[int]]]:

@@ -100,9 +100,7 @@ def _best_fit(free: np.ndarray, same: np.ndarray, e: np.ndarray | None, cls: Job
         return -1
     if hist[f_min] == 1:   # one node has f_min free GPUs: it wins
         return int((free == f_min).argmax())
-    cand = (free == f_min).nonzero()[0]
-    if len(cand) == 1:
-        return int(cand[0])
+    cand = (free == f_min).nonzero()[0]   # two nodes or more
     sc = same[cand]
     if e is None:   # the key is (C − same)·KEY_SCALE: the first node with the most of its class
         return int(cand[sc.argmax()])
