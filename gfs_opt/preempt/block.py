@@ -98,7 +98,7 @@ def tname(t: TypeKey) -> str:
 
 def evictable_lp(rnd: Round, protect: bool) -> dict[int, list[tuple[int, int]]]:
     """Evictable LP jobs per GPU (global index) with their milli on it."""
-    st = rnd.state
+    first = rnd.state.node_first_gpu.tolist()
     milli: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for jid, run in rnd.running.items():
         if run.job.cls is not JobClass.LP or (protect and run.in_window(rnd.time)):
@@ -106,21 +106,32 @@ def evictable_lp(rnd: Round, protect: bool) -> dict[int, list[tuple[int, int]]]:
         m = run.job.g if run.job.g < MILLI else MILLI
         for node, gpus in run.placement:
             for lg in gpus:    # two fractional workers of one job may share a GPU
-                milli[int(st.node_first_gpu[node]) + lg][jid] += m
+                milli[first[node] + lg][jid] += m
     return {gi: sorted(jobs.items()) for gi, jobs in milli.items()}
 
 
-def node_classes(rnd: Round, node: int, per_gpu: Mapping[int, list[tuple[int, int]]]) -> list[GpuClass]:
+def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[int, int]]]
+                 ) -> dict[int, list[GpuClass]]:
+    """The GPU classes of each node lo..hi−1, by first GPU. A class that no eviction can free
+    any milli of (``fixed`` = 1000: HP or protected LP only) hosts nothing and is left out: a
+    whole GPU needs ``fixed`` = 0, a fractional worker 1000 − ``fixed`` ≥ g > 0."""
     st = rnd.state
-    base = int(st.node_first_gpu[node])
-    groups: dict[tuple, list[int]] = {}
-    for lg in range(int(st.node_gpus[node])):
-        gi = base + lg
-        lp = tuple(sorted(per_gpu.get(gi, ())))
-        groups.setdefault((int(st.gpu_used[gi]), lp), []).append(lg)
-    out = [GpuClass(node, gpus, MILLI - used, used - sum(m for _, m in lp), lp)
-           for (used, lp), gpus in groups.items()]
-    return sorted(out, key=lambda c: c.gpus[0])
+    first = st.node_first_gpu[lo:hi].tolist()
+    sizes = st.node_gpus[lo:hi].tolist()
+    g0 = first[0] if first else 0
+    used_all = st.gpu_used[g0:first[-1] + sizes[-1]].tolist() if first else []
+    out: dict[int, list[GpuClass]] = {}
+    for n, base, size in zip(range(lo, hi), first, sizes, strict=True):
+        groups: dict[tuple, list[int]] = {}
+        for lg in range(size):
+            gi = base + lg
+            lp = per_gpu.get(gi)
+            # groups open in order of their first GPU: the classes come out by first GPU
+            groups.setdefault((used_all[gi - g0], tuple(lp) if lp else ()), []).append(lg)
+        out[n] = [GpuClass(n, gpus, MILLI - used, fixed, lp)
+                  for (used, lp), gpus in groups.items()
+                  if (fixed := used - sum(m for _, m in lp)) < MILLI]
+    return out
 
 
 def _free_cost(cls: GpuClass, cost: Mapping[int, float]) -> float:
@@ -169,9 +180,7 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
 
     classes: dict[int, list[GpuClass]] = {}
     for p in sorted({t[0] for t in types}):
-        lo, hi = st.pool_slice(p)
-        for n in range(lo, hi):
-            classes[n] = node_classes(rnd, n, per_gpu)
+        classes.update(pool_classes(rnd, *st.pool_slice(p), per_gpu))
 
     def candidates(k_limit: int | None) -> dict[TypeKey, list[int]]:
         return {t: candidate_nodes(range(*st.pool_slice(t[0])), classes, t, cost, k_limit, keep)
@@ -276,8 +285,12 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
 def decode_block(rnd: Round, b: Block, value: Mapping[mathopt.Variable, float]
                  ) -> tuple[dict[int, Placement], list[int]]:
     """Placements (node + local GPU indices) and victims from solver values."""
+    # by id: a solver's values are keyed by new Variable objects, and a lookup by another
+    # object of the same variable costs MathOpt's Python __hash__, __eq__ and __bool__
+    by_id = {v.id: x for v, x in value.items()}
+
     def iv(var: mathopt.Variable | None) -> int:
-        return 0 if var is None else round(value.get(var, 0.0))
+        return 0 if var is None else round(by_id.get(var.id, 0.0))
 
     whole_gpus: dict[int, list[int]] = defaultdict(list)
     frac_pos: dict[TypeKey, list[WorkerPlacement]] = defaultdict(list)

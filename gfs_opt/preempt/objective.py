@@ -85,13 +85,14 @@ def running_usage(rnd: Round) -> np.ndarray:
     counters: `check_decision` compares the two)."""
     st = rnd.state
     first = st.node_first_gpu.tolist()
-    usage = np.zeros(st.n_gpus, dtype=np.int64)
+    usage = [0] * st.n_gpus   # a list: numpy's per-element += costs several times more
     for run in rnd.running.values():
         m = milli_per_gpu(run.job.g)
         for node, gpus in run.placement:
+            base = first[node]
             for lg in gpus:
-                usage[first[node] + lg] += m
-    return usage
+                usage[base + lg] += m
+    return np.array(usage, dtype=np.int64)
 
 
 def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = None) -> list[str]:
