@@ -38,6 +38,7 @@ from gfs_opt.model import (
     Round,
     WorkerPlacement,
     gpus_per_worker,
+    milli_per_gpu,
 )
 
 TypeKey = tuple[str, int, int]  # (pool, g milli per worker, workers)
@@ -103,7 +104,7 @@ def evictable_lp(rnd: Round, protect: bool) -> dict[int, list[tuple[int, int]]]:
     for jid, run in rnd.running.items():
         if run.job.cls is not JobClass.LP or (protect and run.in_window(rnd.time)):
             continue
-        m = run.job.g if run.job.g < MILLI else MILLI
+        m = milli_per_gpu(run.job.g)
         for node, gpus in run.placement:
             for lg in gpus:    # two fractional workers of one job may share a GPU
                 milli[first[node] + lg][jid] += m
@@ -115,19 +116,20 @@ def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[
     """The GPU classes of each node lo..hi−1, by first GPU. A class that no eviction can free
     any milli of (``fixed`` = 1000: HP or protected LP only) hosts nothing and is left out: a
     whole GPU needs ``fixed`` = 0, a fractional worker 1000 − ``fixed`` ≥ g > 0."""
+    if hi <= lo:
+        return {}
     st = rnd.state
     first = st.node_first_gpu[lo:hi].tolist()
     sizes = st.node_gpus[lo:hi].tolist()
-    g0 = first[0] if first else 0
-    used_all = st.gpu_used[g0:first[-1] + sizes[-1]].tolist() if first else []
+    g0 = first[0]
+    used_all = st.gpu_used[g0:first[-1] + sizes[-1]].tolist()
     out: dict[int, list[GpuClass]] = {}
     for n, base, size in zip(range(lo, hi), first, sizes, strict=True):
         groups: dict[tuple, list[int]] = {}
         for lg in range(size):
             gi = base + lg
-            lp = per_gpu.get(gi)
             # groups open in order of their first GPU: the classes come out by first GPU
-            groups.setdefault((used_all[gi - g0], tuple(lp) if lp else ()), []).append(lg)
+            groups.setdefault((used_all[gi - g0], tuple(per_gpu.get(gi, ()))), []).append(lg)
         out[n] = [GpuClass(n, gpus, MILLI - used, fixed, lp)
                   for (used, lp), gpus in groups.items()
                   if (fixed := used - sum(m for _, m in lp)) < MILLI]
