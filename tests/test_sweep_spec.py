@@ -131,6 +131,8 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({**BASE, "params": {"rho": 1.5}}, "key 'params.rho[0]'"),
     ({**BASE, "params": {"rho": [0.9, "x"]}}, "key 'params.rho[1]': expected a number"),
     ({**BASE, "params": {"eta": 1}}, "key 'params.eta': unknown key"),
+    # a key that is not an identifier is quoted, so the message stays on one line
+    ({**BASE, "params": {"\n": None}}, 'key \'params["\\n"]\': unknown key'),
     ({**BASE, "params": {"guarantee_classes": [1, -2]}}, "key 'params.guarantee_classes[0][1]'"),
     ({**BASE, "params": {"horizon_h": 2.5}}, "key 'params.horizon_h[0]'"),
     ({**BASE, "params": {"pool_aggregation": "max"}}, "key 'params.pool_aggregation[0]'"),

@@ -47,6 +47,7 @@ from gfs_opt.errors import GfsError, InputError
 from gfs_opt.experiments.runner import RunSpec
 from gfs_opt.experiments.setups import LOADS, SETUPS
 from gfs_opt.forecast.registry import MODELS
+from gfs_opt.instance.schema import format_loc
 from gfs_opt.model import Params
 from gfs_opt.policies import POLICIES, make_policy, settable_options
 from gfs_opt.traces.load import REF_TOY
@@ -329,9 +330,8 @@ def _first_error(exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     # an unknown key is usually the typo behind a "required key missing": report it first
     err = min(errors, key=lambda e: e["type"] != "extra_forbidden")
-    loc = ""
-    for part in err["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    # keys are quoted where they are not identifiers: a key with a newline stays on one line
+    loc = format_loc(tuple(err["loc"])) if err["loc"] else ""
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key" + _did_you_mean(err["loc"])
