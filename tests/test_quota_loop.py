@@ -10,7 +10,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gfs_opt.model import (
@@ -26,7 +26,7 @@ from gfs_opt.model import (
 from gfs_opt.pending import QueueOrder
 from gfs_opt.policies import POLICIES, family, make_policy, options_for, settable_options
 from gfs_opt.preempt.scoring import BEST_FIT
-from gfs_opt.quota.admission import lp_pass, quota_wait
+from gfs_opt.quota.admission import lp_pass, quota_for, quota_wait
 from gfs_opt.quota.rule import QUOTA_WAIT_S, demand_bound, free_of_hp, pool_quota, update_eta
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import SimConfig, Simulator
@@ -185,6 +185,63 @@ def test_fifo_head_refused_by_the_quota_blocks_only_until_its_timeout() -> None:
         rnd.state.rollback()
         rnd.state.commit()
         assert list(d.placements) == placed, waited
+
+
+def reference_lp_pass(rnd: Round, quotas: dict[tuple[str, float], int],
+                      order: QueueOrder) -> tuple[dict[int, object], int]:
+    """The LP pass as documented, job by job in policy order (no head-of-line blocking): a job
+    dominated by a failure of this pass is passed over uncounted, one the quota refuses counts
+    once, one that does not fit is a failure."""
+    st = rnd.state.copy()
+    jobs = sorted((rnd.jobs[j] for j in rnd.pending_lp),
+                  key=(lambda j: (j.submit, j.id)) if order.fifo
+                  else (lambda j: (-j.g, j.workers, j.submit, j.id)))
+    fails: list[tuple[int, int]] = []
+    placed: dict[int, object] = {}
+    denied = 0
+    for job in jobs:
+        if any(job.g >= gf and job.workers >= wf for gf, wf in fails):
+            continue
+        quota = quota_for(quotas, job.pool, job.guarantee_h)
+        if quota is not None and int(st.pool_lp[st.pool_index[job.pool]]) + job.demand > quota:
+            denied += 1
+            continue
+        placement = BEST_FIT.gang(st, job)
+        if placement is None:
+            fails.append((job.g, job.workers))
+            continue
+        st.allocate(job, placement)
+        placed[job.id] = placement
+    return placed, denied
+
+
+@settings(max_examples=150, deadline=None)
+# a class the quota refuses throughout, interleaved with one whose gang stops fitting: the
+# refused class's jobs after that failure are dominated, and not counted
+@example(spec=[(8000, 1, 0, 4.0), (8000, 1, 1, 1.0), (8000, 1, 2, 4.0), (8000, 1, 3, 1.0)],
+         q1=0, q4=40, fifo=False, sizes=(8,))
+@example(spec=[(4000, 1, 0, 4.0), (4000, 1, 1, 1.0), (4000, 1, 2, 4.0), (2000, 2, 3, 4.0),
+               (8000, 1, 4, 1.0), (4000, 1, 5, 1.0)], q1=0, q4=40, fifo=True, sizes=(8,))
+@given(spec=st.lists(st.tuples(st.sampled_from([500, 1000, 2000, 4000, 8000]),
+                               st.integers(1, 3), st.integers(0, 20), st.sampled_from([1.0, 4.0])),
+                     min_size=1, max_size=14),
+       q1=st.integers(0, 40), q4=st.integers(0, 40), fifo=st.booleans(),
+       sizes=st.sampled_from([(8,), (4, 8), (2, 2, 4)]))
+def test_lp_pass_counts_what_a_job_by_job_walk_counts(spec: list[tuple[int, int, int, float]],
+                                                      q1: int, q4: int, fifo: bool,
+                                                      sizes: tuple[int, ...]) -> None:
+    """The pass drops and defers whole shapes, and counts the shapes the quota refuses from the
+    start without walking them: placements and denials must be the job-by-job walk's."""
+    jobs = [Job(i, "org", "A100", LP, g, w, float(t), 10_000.0, guarantee_h=d)
+            for i, (g, w, t, d) in enumerate(spec, start=1)]
+    rnd = pending_round(jobs, sizes=sizes)
+    quotas = {("A100", 1.0): q1 * 500, ("A100", 4.0): q4 * 500}
+    order = QueueOrder(fifo=fifo)
+    placed, denied = reference_lp_pass(rnd, quotas, order)
+    d = Decision()
+    got = lp_pass(rnd, d, order=order, placer=BEST_FIT, quotas=quotas)
+    assert got.get("A100", 0) == denied
+    assert d.placements == placed
 
 
 # ---- simulations with a forecast we control ----------------------------------------------------

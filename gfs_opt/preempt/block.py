@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 from ortools.math_opt.python import mathopt
 
 from gfs_opt.milp_writer import MilpWriter
@@ -119,20 +120,24 @@ def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[
     if hi <= lo:
         return {}
     st = rnd.state
+    g0 = int(st.node_first_gpu[lo])
+    g1 = int(st.node_first_gpu[hi - 1] + st.node_gpus[hi - 1])
+    used = st.gpu_used[g0:g1]
+    # only GPUs with room or LP work can be in a class: a full GPU without LP has fixed = 1000
+    # (on a backlogged pool most GPUs are such, so they are not walked)
+    gpus = (np.flatnonzero((used < MILLI) | (used > st.gpu_hp[g0:g1])) + g0).tolist()
+    used_all, node_of = used.tolist(), st.gpu_node[g0:g1].tolist()
     first = st.node_first_gpu[lo:hi].tolist()
-    sizes = st.node_gpus[lo:hi].tolist()
-    g0 = first[0]
-    used_all = st.gpu_used[g0:first[-1] + sizes[-1]].tolist()
-    out: dict[int, list[GpuClass]] = {}
-    for n, base, size in zip(range(lo, hi), first, sizes, strict=True):
-        groups: dict[tuple, list[int]] = {}
-        for lg in range(size):
-            gi = base + lg
-            # groups open in order of their first GPU: the classes come out by first GPU
-            groups.setdefault((used_all[gi - g0], tuple(per_gpu.get(gi, ()))), []).append(lg)
-        out[n] = [GpuClass(n, gpus, MILLI - used, fixed, lp)
-                  for (used, lp), gpus in groups.items()
-                  if (fixed := used - sum(m for _, m in lp)) < MILLI]
+    groups: dict[int, dict[tuple, list[int]]] = {}
+    for gi in gpus:
+        n = node_of[gi - g0]
+        # groups open in order of their first GPU: the classes come out by first GPU
+        groups.setdefault(n, {}).setdefault(
+            (used_all[gi - g0], tuple(per_gpu.get(gi, ()))), []).append(gi - first[n - lo])
+    out: dict[int, list[GpuClass]] = {n: [] for n in range(lo, hi)}
+    for n, by_state in groups.items():
+        out[n] = [GpuClass(n, lgs, MILLI - u, fixed, lp) for (u, lp), lgs in by_state.items()
+                  if (fixed := u - sum(m for _, m in lp)) < MILLI]
     return out
 
 
