@@ -25,6 +25,7 @@ Entry = tuple[float, int]            # (submit, id), a shape list's sort key
 #: (order-key prefix, shape, its entries, the entries of its re-queued jobs)
 ShapeEntries = tuple[tuple, Shape, list[Entry], list[Entry]]
 NONE: list[Entry] = []
+NONE_IDS: list[int] = []
 
 
 class ShapeCursor:
@@ -89,6 +90,11 @@ class ShapeCursor:
         self._last = i
         self._key = key
         return key[-1], self._entries[i][1]
+
+    @property
+    def key(self) -> tuple:
+        """The order key of the job just returned (prefix + (submit, id))."""
+        return self._key
 
     def drop(self) -> None:
         """Yield no more jobs of the shape just returned."""
@@ -235,6 +241,9 @@ class PendingQueue:
         self._members: dict[int, tuple[str, Shape, Entry, bool]] = {}
         self._heads: dict[bool, _Heads] = {}   # by ``fifo``: the orders asked for so far
         self._versions: dict[str, int] = {}   # pool → changes of its set of shapes
+        self._edits: dict[str, int] = {}      # pool → jobs queued or removed so far
+        # pool → (its edit count at the last removal, the ids queued since, in order)
+        self._added: dict[str, tuple[int, list[int]]] = {}
 
     @classmethod
     def from_ids(cls_, jobs: Mapping[int, Job], ids: Iterable[int], cls: JobClass,
@@ -248,6 +257,8 @@ class PendingQueue:
         """Queue ``job``; ``since``: when it was (re)queued (default: at its submission)."""
         if job.id in self._members:
             return
+        self._edits[job.pool] = self._edits.get(job.pool, 0) + 1
+        self._added.setdefault(job.pool, (0, []))[1].append(job.id)
         shape = (job.g, job.workers, job.guarantee_h)
         entry = (job.submit, job.id)
         lst = self._shapes.setdefault(job.pool, {}).setdefault(shape, [])
@@ -272,6 +283,8 @@ class PendingQueue:
 
     def remove(self, job_id: int) -> None:
         pool, shape, entry, again = self._members.pop(job_id)
+        edits = self._edits[pool] = self._edits[pool] + 1
+        self._added[pool] = (edits, [])
         shapes = self._shapes[pool]
         lst = shapes[shape]
         i = bisect_left(lst, entry)
@@ -306,6 +319,21 @@ class PendingQueue:
         """A count that changes whenever a shape of ``pool`` appears or goes (its jobs come and
         go otherwise): what an answer about the pool's set of shapes can be remembered by."""
         return self._versions.get(pool, 0)
+
+    def edits(self, pool: str) -> int:
+        """A count that changes whenever a job of ``pool`` is queued or leaves the queue."""
+        return self._edits.get(pool, 0)
+
+    def added_since(self, pool: str, edits: int) -> list[int] | None:
+        """The ids queued in ``pool`` since its `edits` count was ``edits``, in order; None if a
+        job left the pool's queue since."""
+        base, ids = self._added.get(pool, (0, NONE_IDS))
+        return None if edits < base else ids[edits - base:]
+
+    def order_key(self, job: Job, fifo: bool) -> tuple:
+        """The key of ``job`` in the order ``fifo`` selects (what `ShapeCursor.key` returns)."""
+        prefix = self._index(fifo).prefix((job.g, job.workers, job.guarantee_h))
+        return (*prefix, job.submit, job.id)
 
     def cursors(self, pool: str, fifo: bool,
                 skip: Callable[[Shape], bool] | None = None) -> list[ShapeCursor]:

@@ -36,7 +36,14 @@ def test_replay_is_the_same_without_the_memo(policy: str, monkeypatch: pytest.Mo
     trace, lo, hi = prepare_trace(RunSpec.from_setup(TOY_SETUP, policy=policy))
     skipped: list[int] = []
     kept: list[bool] = []   # shapes a release left without room (still known after it)
+    repeats: list[bool] = []   # LP passes told from an earlier pass that started nothing
     real_covers, real_lacks_room = FailSizes.covers, fit_memo.lacks_room
+    real_idle = FitMemo.idle
+
+    def idle(self: FitMemo, *args: object) -> object:
+        out = real_idle(self, *args)  # type: ignore[arg-type]
+        repeats.append(out is not None)
+        return out
 
     def lacks_room(*args: object) -> bool:
         out = real_lacks_room(*args)  # type: ignore[arg-type]
@@ -61,10 +68,14 @@ def test_replay_is_the_same_without_the_memo(policy: str, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(FailSizes, "covers", covers)
     monkeypatch.setattr(fit_memo, "lacks_room", lacks_room)
+    monkeypatch.setattr(FitMemo, "idle", idle)
     with_memo = replay()
     assert sum(skipped) > 0, "no pool pass was skipped: the case does not exercise the memo"
     assert sum(kept) > 0, "no shape outlived a release: the case does not exercise lacks_room"
+    if policy in ("lyra", "gfs"):   # no head-of-line blocking: passes are told from earlier ones
+        assert sum(repeats) > 0, "no LP pass was told from an earlier one"
     monkeypatch.setattr(FitMemo, "known", lambda *_a, **_k: None)
+    monkeypatch.setattr(FitMemo, "idle", lambda *_a, **_k: None)
     assert replay() == with_memo
 
 

@@ -39,21 +39,42 @@ def test_skipping_settled_rounds_changes_nothing(name: str,
     cls = type(_policy(name))
     real = cls.settled
     said: list[bool] = []
+    denials: list[int] = []
+
+    def counting(self: ComposedPolicy, into: list[dict[str, int]]) -> None:
+        self.count_denials = lambda _rnd, denied: into.append(dict(denied))  # type: ignore[method-assign]
 
     def settled(self: ComposedPolicy, rnd: Round) -> bool:
-        out = real(self, rnd)
+        recorded: list[dict[str, int]] = []   # the quota refusals a settled round records
+        counting(self, recorded)
+        try:
+            out = real(self, rnd)
+        finally:
+            del self.count_denials
         said.append(out)
+        assert out or not recorded
         if out:   # what the skipped call would have answered, and it touches no GPU
             before = dict(rnd.state.alloc)
-            d = self.decide(rnd)
+            counted: list[dict[str, int]] = []
+            counting(self, counted)
+            try:
+                d = self.decide(rnd)
+            finally:
+                del self.count_denials
             assert not (d.placements or d.victims or d.requeue or d.reports)
             assert d.quotas is None and d.eta is None and d.forecasts is None
             assert rnd.state.alloc == before
+            assert counted == recorded    # … and the same refusals its LP pass counts
+            denials.extend(n for c in recorded for n in c.values())
+        for c in recorded:
+            self.count_denials(rnd, c)
         return out
 
     monkeypatch.setattr(cls, "settled", settled)
     checked = _replay(name)
     assert sum(said) > 0, "no round was settled: the case does not exercise the skip"
+    if name in ("gfs", "gfs-milp"):   # a backlog the quota holds back settles with refusals
+        assert sum(denials) > 0, "no settled round counted a refusal"
     monkeypatch.setattr(cls, "settled", real)
     assert _replay(name) == checked
     monkeypatch.setattr(cls, "settled", lambda *_a: False)

@@ -32,7 +32,7 @@ from gfs_opt.preempt.fit_memo import FitMemo
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.scoring import BEST_FIT, Placer
-from gfs_opt.quota.admission import Quotas, lp_pass, lp_pool_settled
+from gfs_opt.quota.admission import Quotas, lp_pass, lp_pool_repeat, lp_pool_settled
 from gfs_opt.quota.spot_quota import SpotQuota
 
 #: the decision of a pass that has not started (read only: what `FitMemo.known` is asked with)
@@ -75,8 +75,9 @@ class Policy(ABC):
     def decide(self, rnd: Round) -> Decision: ...
 
     def settled(self, rnd: Round) -> bool:
-        """Whether `decide` is known to return an empty decision for ``rnd`` and to change
-        nothing in the policy: the engine then skips the call. Exact or False (the default): a
+        """Whether `decide` is known to return an empty decision for ``rnd``: the engine then
+        skips the call. Answering True, the policy records what that `decide` would have
+        changed in it (the quota refusals its LP pass counts). Exact or False (the default): a
         wrong True would change the replay."""
         return False
 
@@ -198,33 +199,46 @@ class ComposedPolicy(GreedyPolicy):
             return False
         hp_memo = (self.fit_memo("hp", preemptive=self.victim_rule is not None)
                    if self.evictable(rnd) is None else None)
-        return self.passes_settled(rnd, hp_memo)
-
-    def passes_settled(self, rnd: Round, hp_memo: FitMemo | None) -> bool:
-        """`settled` for the greedy passes of ``rnd``, the HP one skipping pools by ``hp_memo``
-        (None: it never skips)."""
-        if rnd.dirty_pools is None:
+        denied = self.passes_settled(rnd, hp_memo)
+        if denied is None:
             return False
+        self.count_denials(rnd, denied)
+        return True
+
+    def passes_settled(self, rnd: Round, hp_memo: FitMemo | None) -> dict[str, int] | None:
+        """For the greedy passes of ``rnd`` (the HP one skipping pools by ``hp_memo``; None: it
+        never skips): the quota refusals the LP pass would count, per pool, when neither pass
+        would start or evict anything, else None. Every pool an LP pass would walk is known to
+        start nothing: its shapes are known not to fit and none is refused, or the pass is told
+        from an earlier one (`lp_pool_repeat`: a backlog the quota holds back)."""
+        if rnd.dirty_pools is None:
+            return None
         settled, quotas = self.admission.settled_quotas(rnd)
         if not settled:
-            return False
+            return None
         lp_memo = self.fit_memo("lp", preemptive=False)
         hp_q = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
         lp_q = as_queue(rnd.pending_lp, rnd.jobs, JobClass.LP, rnd.queued_since)
         st = rnd.state
         nothing = _NOTHING
+        denied: dict[str, int] = {}
         for pool in rnd.dirty_pools:
             if hp_q.shapes(pool):
                 known = hp_memo.known(rnd, pool, nothing) if hp_memo is not None else None
                 if known is None or not known.covers_queue(hp_q, pool):
-                    return False
+                    return None
             p = st.pool_index.get(pool)
             if lp_q.shapes(pool) and p is not None:
+                n = lp_pool_repeat(lp_memo, rnd, lp_q, pool, nothing, self.order, quotas, {})
+                if n is not None:
+                    if n:
+                        denied[pool] = n
+                    continue
                 known = lp_memo.known(rnd, pool, nothing)
                 if known is None or not lp_pool_settled(known, lp_q, pool, quotas, {},
                                                         st.pool_lp.item(p)):
-                    return False
-        return True
+                    return None
+        return denied
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         hp_pass(rnd, decision, order=self.order, placer=self.placer(rnd),

@@ -151,10 +151,14 @@ class GFSMilpPolicy(GFSPolicy):
     def settled(self, rnd: Round) -> bool:
         """The greedy passes are settled and no waiting HP gang could start by evicting LP work:
         no MILP would be built (`hp_step`)."""
-        if not self.passes_settled(rnd, self.fit_memo("hp", preemptive=False)):
+        denied = self.passes_settled(rnd, self.fit_memo("hp", preemptive=False))
+        if denied is None:
             return False
         pools = self.contested_pools(rnd)
-        return not pools or not self._waiting(rnd, pools)
+        if pools and self._waiting(rnd, pools):
+            return False
+        self.count_denials(rnd, denied)
+        return True
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         """What fits without preemption greedily, then the preemption MILP on the contested

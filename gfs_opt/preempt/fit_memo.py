@@ -3,7 +3,8 @@ and, across passes, until GPUs of the pool are released (`FitMemo`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gfs_opt.model import MILLI, ClusterState, Decision, Round, gpus_per_worker
@@ -78,6 +79,20 @@ class FailSizes:
         return any(gf <= g and wf <= 1 for gf, wf in self.front)
 
 
+@dataclass(slots=True)
+class IdlePass:
+    """A pass of one pool that started nothing (`FitMemo.idle`): what it depended on besides
+    the fits — the pool's running LP milli, the quotas, the queue as of its `edits` count —
+    what it counted, and the (g, w, order key) of each gang that failed, in walk order."""
+
+    count: int
+    lp_running: int
+    quotas: dict | None
+    edits: int
+    counted: int
+    failed: list[tuple[int, int, tuple]]
+
+
 class FitMemo:
     """Gang shapes known not to fit in a pool, carried from one pass to the next.
 
@@ -97,6 +112,10 @@ class FitMemo:
     all (`lacks_room`, a count of slots on the live state) stay known. In a pool with a standing
     backlog most releases are taken by the head of the queue, and what failed before still
     cannot fit; the pass then skips the pool or the tries as it does between releases.
+
+    A pass that started nothing is kept as well (`keep_idle`): until a release in the pool
+    every gang it tried fails again, so the LP pass can tell what a later pass over the same
+    queue plus some arrivals does without walking it (`gfs_opt.quota.admission`).
     """
 
     def __init__(self, preemptive: bool) -> None:
@@ -104,6 +123,7 @@ class FitMemo:
         # per pool: (release count it holds for, the shapes known to fail); a pass only reads
         # the FailSizes it is handed (`keep` builds a new one), so it is handed out uncopied
         self._known: dict[str, tuple[int, FailSizes]] = {}
+        self._idle: dict[str, IdlePass] = {}
 
     def _count(self, rnd: Round, pool: str) -> int | None:
         counts = rnd.hp_released if self.preemptive else rnd.released
@@ -129,6 +149,26 @@ class FitMemo:
             else:
                 self._known[pool] = (count, known)
         return known
+
+    def idle(self, rnd: Round, pool: str, decision: Decision) -> IdlePass | None:
+        """The pool's last pass that started nothing, if no GPUs of the pool came free since
+        (nor in this round): every gang it tried would fail again."""
+        last = self._idle.get(pool)
+        if last is None or last.count != self._count(rnd, pool) or released_in(rnd, pool,
+                                                                                decision):
+            return None
+        return last
+
+    def keep_idle(self, rnd: Round, pool: str, started: bool, lp_running: int,
+                  quotas: Mapping[tuple[str, float], int] | None, edits: int, counted: int,
+                  failed: list[tuple[int, int, tuple]]) -> None:
+        """Remember a pass of ``pool`` that started nothing (one that ``started`` a job: forget)."""
+        count = self._count(rnd, pool)
+        if started or count is None:
+            self._idle.pop(pool, None)
+        else:
+            self._idle[pool] = IdlePass(count, lp_running, None if quotas is None else dict(quotas),
+                                        edits, counted, failed)
 
     def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:
         """Remember what this pass saw fail (with what was known before it)."""

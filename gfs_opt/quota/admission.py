@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from gfs_opt.model import Decision, Job, JobClass, Round
 from gfs_opt.pending import PTS_ORDER, PendingQueue, QueueOrder, as_queue
-from gfs_opt.preempt.fit_memo import FailSizes, FitMemo
+from gfs_opt.preempt.fit_memo import FailSizes, FitMemo, IdlePass
 from gfs_opt.preempt.hp_pass import pools_to_run
 from gfs_opt.preempt.scoring import BEST_FIT, Placer, pool_can_fit, worker_slots
 
@@ -107,24 +107,34 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         p = st.pool_index.get(pool)
         if p is None:
             continue
+        lp_now = st.pool_lp.item(p)
+        pool_quota: dict[float, int | None] = {}
+        remember = memo is not None and _may_repeat(rnd, pool, decision, order)
+        if remember and memo is not None:
+            n = lp_pool_repeat(memo, rnd, queue, pool, decision, order, quotas, pool_quota)
+            if n is not None:
+                if n:
+                    denied[pool] = n
+                continue
+        failed: list[tuple[int, int, tuple]] = []
         fails = FailSizes()
         known = memo.known(rnd, pool, decision) if memo is not None else None
-        pool_quota: dict[float, int | None] = {}
         skip = None
         if known is not None:
             # as in `hp_pass`, with one more condition: a job the quota refuses counts as a
             # denial before its fit is asked. If every shape is known to fail nothing starts,
             # so each shape's quota verdict is what it is now; partial skips only without quota.
-            if lp_pool_settled(known, queue, pool, quotas, pool_quota,
-                               st.pool_lp.item(p)):
+            if lp_pool_settled(known, queue, pool, quotas, pool_quota, lp_now):
                 continue
             if not head_of_line and (quotas is None or not any(pp == pool for pp, _d in quotas)):
                 skip = known.skips
         n_denied = 0
         stop = False
+        started = False
         for cursor in queue.cursors(pool, order.fifo, skip):
             for jid, (g, w, d) in cursor:
                 if jid in st.alloc:
+                    started = True   # placed earlier in the round: not a pass to build on
                     continue
                 if fails.dominated(g, w):
                     cursor.drop()   # the rest of the shape is dominated too
@@ -151,6 +161,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                         stop = True
                         break
                     fails.add(g, w)
+                    failed.append((g, w, cursor.key))
                     cursor.drop()
                     gone = [s for s in cursor.deferred() if fails.dominated(s[0], s[1])]
                     if gone:
@@ -158,6 +169,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                     continue
                 st.allocate(job, placement)
                 decision.placements[jid] = placement
+                started = True
             n_denied += cursor.settle(at_end=not stop)
             if stop:
                 break
@@ -165,7 +177,67 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             denied[pool] = n_denied
         if memo is not None:
             memo.keep(rnd, pool, known, fails)
+            if remember:
+                memo.keep_idle(rnd, pool, started, lp_now, quotas, queue.edits(pool), n_denied,
+                               failed)
     return denied
+
+
+def _may_repeat(rnd: Round, pool: str, decision: Decision, order: QueueOrder) -> bool:
+    """Whether an LP pass of ``pool`` can be told from an earlier one (`lp_pool_repeat`): not
+    under head-of-line blocking (wait times decide it), and no LP job of the pool was placed
+    earlier in the round."""
+    jobs = rnd.jobs
+    return not order.head_of_line and not any(
+        jobs[j].pool == pool and jobs[j].cls is JobClass.LP for j in decision.placements)
+
+
+def lp_pool_repeat(memo: FitMemo, rnd: Round, queue: PendingQueue, pool: str,
+                   decision: Decision, order: QueueOrder, quotas: Quotas | None,
+                   pool_quota: dict[float, int | None]) -> int | None:
+    """What the LP pass of ``pool`` counts, told without walking from the pool's last pass that
+    started nothing (`FitMemo.idle`): with no GPUs freed since and the same running LP and
+    quotas, it differs only by the jobs queued since (`_repeat_idle`). None: walk the pool."""
+    if not _may_repeat(rnd, pool, decision, order):
+        return None
+    idle = memo.idle(rnd, pool, decision)
+    st = rnd.state
+    lp_now = st.pool_lp.item(st.pool_index[pool])
+    if idle is None or idle.lp_running != lp_now or idle.quotas != quotas:
+        return None
+    n = _repeat_idle(queue, pool, idle, rnd.jobs, order.fifo, quotas, pool_quota, lp_now)
+    if n is not None:   # the pass told is the new starting point
+        idle.edits, idle.counted = queue.edits(pool), n
+    return n
+
+
+def _repeat_idle(queue: PendingQueue, pool: str, idle: IdlePass, jobs: Mapping[int, Job],
+                 fifo: bool, quotas: Quotas | None, pool_quota: dict[float, int | None],
+                 lp_running: int) -> int | None:
+    """What a pass of ``pool`` counts when its last pass (``idle``) started nothing and only
+    jobs were queued since, under the same running LP and quotas with no GPUs freed; None when
+    that cannot be told without walking.
+
+    The walk would be the old one with the new jobs in their places: a new job the quota refuses
+    counts unless a failure of the old walk in its cursor (one per size g; one in all in submit
+    order) that dominates its gang comes before it (then its shape is dropped there); a new job
+    behind such a failure is passed over. Any other new job would be tried, and then the
+    pass is walked."""
+    added = queue.added_since(pool, idle.edits)
+    if added is None:
+        return None
+    n = idle.counted
+    for jid in added:
+        job = jobs[jid]
+        g, w = job.g, job.workers
+        key = queue.order_key(job, fifo)
+        behind = any(key > k for gf, wf, k in idle.failed
+                     if (gf <= g if fifo else gf == g) and wf <= w)
+        if _refused(quotas, pool_quota, pool, lp_running, (g, w, job.guarantee_h)):
+            n += not behind
+        elif not behind:
+            return None
+    return n
 
 
 def lp_pool_settled(known: FailSizes, queue: PendingQueue, pool: str, quotas: Quotas | None,
