@@ -25,7 +25,6 @@ Entry = tuple[float, int]            # (submit, id), a shape list's sort key
 #: (order-key prefix, shape, its entries, the entries of its re-queued jobs)
 ShapeEntries = tuple[tuple, Shape, list[Entry], list[Entry]]
 NONE: list[Entry] = []
-NONE_IDS: list[int] = []
 
 
 class ShapeCursor:
@@ -241,9 +240,8 @@ class PendingQueue:
         self._members: dict[int, tuple[str, Shape, Entry, bool]] = {}
         self._heads: dict[bool, _Heads] = {}   # by ``fifo``: the orders asked for so far
         self._versions: dict[str, int] = {}   # pool → changes of its set of shapes
-        self._edits: dict[str, int] = {}      # pool → jobs queued or removed so far
-        # pool → (its edit count at the last removal, the ids queued since, in order)
-        self._added: dict[str, tuple[int, list[int]]] = {}
+        # pool → [its `edits` count at the last removal, the ids queued since, in order]
+        self._added: dict[str, list] = {}
 
     @classmethod
     def from_ids(cls_, jobs: Mapping[int, Job], ids: Iterable[int], cls: JobClass,
@@ -257,8 +255,10 @@ class PendingQueue:
         """Queue ``job``; ``since``: when it was (re)queued (default: at its submission)."""
         if job.id in self._members:
             return
-        self._edits[job.pool] = self._edits.get(job.pool, 0) + 1
-        self._added.setdefault(job.pool, (0, []))[1].append(job.id)
+        log = self._added.get(job.pool)
+        if log is None:
+            log = self._added[job.pool] = [0, []]
+        log[1].append(job.id)
         shape = (job.g, job.workers, job.guarantee_h)
         entry = (job.submit, job.id)
         lst = self._shapes.setdefault(job.pool, {}).setdefault(shape, [])
@@ -283,8 +283,9 @@ class PendingQueue:
 
     def remove(self, job_id: int) -> None:
         pool, shape, entry, again = self._members.pop(job_id)
-        edits = self._edits[pool] = self._edits[pool] + 1
-        self._added[pool] = (edits, [])
+        log = self._added[pool]
+        log[0] += len(log[1]) + 1
+        log[1].clear()
         shapes = self._shapes[pool]
         lst = shapes[shape]
         i = bisect_left(lst, entry)
@@ -321,14 +322,17 @@ class PendingQueue:
         return self._versions.get(pool, 0)
 
     def edits(self, pool: str) -> int:
-        """A count that changes whenever a job of ``pool`` is queued or leaves the queue."""
-        return self._edits.get(pool, 0)
+        """How many times a job of ``pool`` was queued or left the queue so far."""
+        log = self._added.get(pool)
+        return 0 if log is None else log[0] + len(log[1])
 
     def added_since(self, pool: str, edits: int) -> list[int] | None:
         """The ids queued in ``pool`` since its `edits` count was ``edits``, in order; None if a
         job left the pool's queue since."""
-        base, ids = self._added.get(pool, (0, NONE_IDS))
-        return None if edits < base else ids[edits - base:]
+        log = self._added.get(pool)
+        if log is None:
+            return []
+        return None if edits < log[0] else log[1][edits - log[0]:]
 
     def order_key(self, job: Job, fifo: bool) -> tuple:
         """The key of ``job`` in the order ``fifo`` selects (what `ShapeCursor.key` returns)."""

@@ -222,6 +222,7 @@ class ComposedPolicy(GreedyPolicy):
         st = rnd.state
         nothing = _NOTHING
         denied: dict[str, int] = {}
+        repeats = not self.order.head_of_line   # an LP pass may be told from an earlier one
         for pool in rnd.dirty_pools:
             if hp_q.shapes(pool):
                 known = hp_memo.known(rnd, pool, nothing) if hp_memo is not None else None
@@ -229,7 +230,8 @@ class ComposedPolicy(GreedyPolicy):
                     return None
             p = st.pool_index.get(pool)
             if lp_q.shapes(pool) and p is not None:
-                n = lp_pool_repeat(lp_memo, rnd, lp_q, pool, nothing, self.order, quotas, {})
+                n = (lp_pool_repeat(lp_memo, rnd, lp_q, pool, nothing, self.order, quotas, {})
+                     if repeats else None)
                 if n is not None:
                     if n:
                         denied[pool] = n

@@ -109,7 +109,8 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             continue
         lp_now = st.pool_lp.item(p)
         pool_quota: dict[float, int | None] = {}
-        remember = memo is not None and _may_repeat(rnd, pool, decision, order)
+        remember = (memo is not None and not head_of_line
+                    and _may_repeat(rnd, pool, decision, order))
         if remember and memo is not None:
             n = lp_pool_repeat(memo, rnd, queue, pool, decision, order, quotas, pool_quota)
             if n is not None:
@@ -161,7 +162,8 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                         stop = True
                         break
                     fails.add(g, w)
-                    failed.append((g, w, cursor.key))
+                    if remember:
+                        failed.append((g, w, cursor.key))
                     cursor.drop()
                     gone = [s for s in cursor.deferred() if fails.dominated(s[0], s[1])]
                     if gone:
