@@ -138,3 +138,30 @@ def test_remembered_covers_is_covers(rows: list[tuple[str, int, int, int]],
                 fails[data.draw(st.sampled_from(["A", "B"]))].add(
                     data.draw(st.sampled_from([250, 1000, 2000])), data.draw(st.integers(1, 3)))
             check()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(_JOB, min_size=1, max_size=20), data=st.data())
+def test_added_since_lists_the_jobs_queued_since_an_edit_count(
+        rows: list[tuple[str, int, int, int]], data: st.DataObject) -> None:
+    """What an LP pass is told from an earlier one by: the queue's edits count per pool, and the
+    ids queued since a count — none (None) once a job of the pool has left the queue since."""
+    jobs = _jobs(JobClass.LP, rows)
+    q = PendingQueue(JobClass.LP)
+    history: dict[str, list[tuple[int, int | None]]] = {"A": [], "B": []}  # (edits, id; None: left)
+    for job in jobs:
+        q.add(job)
+        history[job.pool].append((q.edits(job.pool), job.id))
+        if data.draw(st.booleans()):
+            gone = data.draw(st.sampled_from([j.id for j in jobs[: job.id + 1] if j.id in q]))
+            pool = jobs[gone].pool
+            q.remove(gone)
+            history[pool].append((q.edits(pool), None))
+    for pool, events in history.items():
+        counts = [e for e, _ in events]
+        assert counts == list(range(1, len(events) + 1))   # every add and remove counts once
+        for since in range(len(events) + 1):
+            later = events[since:]
+            expected = (None if any(jid is None for _, jid in later)
+                        else [jid for _, jid in later])
+            assert q.added_since(pool, since) == expected

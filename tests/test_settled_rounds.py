@@ -64,7 +64,8 @@ def test_skipping_settled_rounds_changes_nothing(name: str,
             assert not (d.placements or d.victims or d.requeue or d.reports)
             assert d.quotas is None and d.eta is None and d.forecasts is None
             assert rnd.state.alloc == before
-            assert counted == recorded    # … and the same refusals its LP pass counts
+            # … and the same refusals its LP pass counts
+            assert [c for c in counted if c] == [c for c in recorded if c]
             denials.extend(n for c in recorded for n in c.values())
         for c in recorded:
             self.count_denials(rnd, c)

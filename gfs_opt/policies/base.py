@@ -202,7 +202,8 @@ class ComposedPolicy(GreedyPolicy):
         denied = self.passes_settled(rnd, hp_memo)
         if denied is None:
             return False
-        self.count_denials(rnd, denied)
+        if denied:
+            self.count_denials(rnd, denied)
         return True
 
     def passes_settled(self, rnd: Round, hp_memo: FitMemo | None) -> dict[str, int] | None:

@@ -157,7 +157,8 @@ class GFSMilpPolicy(GFSPolicy):
         pools = self.contested_pools(rnd)
         if pools and self._waiting(rnd, pools):
             return False
-        self.count_denials(rnd, denied)
+        if denied:
+            self.count_denials(rnd, denied)
         return True
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
