@@ -232,7 +232,7 @@ class ComposedPolicy(GreedyPolicy):
             p = st.pool_index.get(pool)
             if lp_q.shapes(pool) and p is not None:
                 n = (lp_pool_repeat(lp_memo, rnd, lp_q, pool, nothing, self.order, quotas, {})
-                     if repeats else None)
+                     if repeats and pool in lp_memo.idle_passes else None)
                 if n is not None:
                     if n:
                         denied[pool] = n

@@ -123,7 +123,8 @@ class FitMemo:
         # per pool: (release count it holds for, the shapes known to fail); a pass only reads
         # the FailSizes it is handed (`keep` builds a new one), so it is handed out uncopied
         self._known: dict[str, tuple[int, FailSizes]] = {}
-        self._idle: dict[str, IdlePass] = {}
+        #: per pool, its last pass that started nothing (`idle` says whether it still holds)
+        self.idle_passes: dict[str, IdlePass] = {}
 
     def _count(self, rnd: Round, pool: str) -> int | None:
         counts = rnd.hp_released if self.preemptive else rnd.released
@@ -153,7 +154,7 @@ class FitMemo:
     def idle(self, rnd: Round, pool: str, decision: Decision) -> IdlePass | None:
         """The pool's last pass that started nothing, if no GPUs of the pool came free since
         (nor in this round): every gang it tried would fail again."""
-        last = self._idle.get(pool)
+        last = self.idle_passes.get(pool)
         if last is None or last.count != self._count(rnd, pool) or released_in(rnd, pool,
                                                                                 decision):
             return None
@@ -165,9 +166,9 @@ class FitMemo:
         """Remember a pass of ``pool`` that started nothing (one that ``started`` a job: forget)."""
         count = self._count(rnd, pool)
         if started or count is None:
-            self._idle.pop(pool, None)
+            self.idle_passes.pop(pool, None)
         else:
-            self._idle[pool] = IdlePass(count, lp_running, None if quotas is None else dict(quotas),
+            self.idle_passes[pool] = IdlePass(count, lp_running, None if quotas is None else dict(quotas),
                                         edits, counted, failed)
 
     def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:

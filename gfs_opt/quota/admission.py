@@ -109,9 +109,8 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             continue
         lp_now = st.pool_lp.item(p)
         pool_quota: dict[float, int | None] = {}
-        remember = (memo is not None and not head_of_line
-                    and _may_repeat(rnd, pool, decision, order))
-        if remember and memo is not None:
+        remember = memo is not None and not head_of_line
+        if remember and memo is not None and pool in memo.idle_passes:
             n = lp_pool_repeat(memo, rnd, queue, pool, decision, order, quotas, pool_quota)
             if n is not None:
                 if n:
@@ -179,19 +178,10 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             denied[pool] = n_denied
         if memo is not None:
             memo.keep(rnd, pool, known, fails)
-            if remember:
+            if remember and not (started and pool not in memo.idle_passes):
                 memo.keep_idle(rnd, pool, started, lp_now, quotas, queue.edits(pool), n_denied,
                                failed)
     return denied
-
-
-def _may_repeat(rnd: Round, pool: str, decision: Decision, order: QueueOrder) -> bool:
-    """Whether an LP pass of ``pool`` can be told from an earlier one (`lp_pool_repeat`): not
-    under head-of-line blocking (wait times decide it), and no LP job of the pool was placed
-    earlier in the round."""
-    jobs = rnd.jobs
-    return not order.head_of_line and not any(
-        jobs[j].pool == pool and jobs[j].cls is JobClass.LP for j in decision.placements)
 
 
 def lp_pool_repeat(memo: FitMemo, rnd: Round, queue: PendingQueue, pool: str,
@@ -199,13 +189,17 @@ def lp_pool_repeat(memo: FitMemo, rnd: Round, queue: PendingQueue, pool: str,
                    pool_quota: dict[float, int | None]) -> int | None:
     """What the LP pass of ``pool`` counts, told without walking from the pool's last pass that
     started nothing (`FitMemo.idle`): with no GPUs freed since and the same running LP and
-    quotas, it differs only by the jobs queued since (`_repeat_idle`). None: walk the pool."""
-    if not _may_repeat(rnd, pool, decision, order):
+    quotas, it differs only by the jobs queued since (`_repeat_idle`). None: walk the pool —
+    always under head-of-line blocking, where wait times decide it (an LP job placed earlier
+    in the round changes the running LP, so that pass is walked too)."""
+    if order.head_of_line:
         return None
     idle = memo.idle(rnd, pool, decision)
+    if idle is None:
+        return None
     st = rnd.state
     lp_now = st.pool_lp.item(st.pool_index[pool])
-    if idle is None or idle.lp_running != lp_now or idle.quotas != quotas:
+    if idle.lp_running != lp_now or idle.quotas != quotas:
         return None
     n = _repeat_idle(queue, pool, idle, rnd.jobs, order.fifo, quotas, pool_quota, lp_now)
     if n is not None:   # the pass told is the new starting point
