@@ -155,10 +155,9 @@ class FitMemo:
         """The pool's last pass that started nothing, if no GPUs of the pool came free since
         (nor in this round): every gang it tried would fail again."""
         last = self.idle_passes.get(pool)
-        if last is None or last.count != self._count(rnd, pool) or released_in(rnd, pool,
-                                                                                decision):
+        if last is None or last.count != self._count(rnd, pool):
             return None
-        return last
+        return None if released_in(rnd, pool, decision) else last
 
     def keep_idle(self, rnd: Round, pool: str, started: bool, lp_running: int,
                   quotas: Mapping[tuple[str, float], int] | None, edits: int, counted: int,
@@ -168,8 +167,8 @@ class FitMemo:
         if started or count is None:
             self.idle_passes.pop(pool, None)
         else:
-            self.idle_passes[pool] = IdlePass(count, lp_running, None if quotas is None else dict(quotas),
-                                        edits, counted, failed)
+            kept = None if quotas is None else dict(quotas)
+            self.idle_passes[pool] = IdlePass(count, lp_running, kept, edits, counted, failed)
 
     def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:
         """Remember what this pass saw fail (with what was known before it)."""
