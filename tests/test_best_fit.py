@@ -61,8 +61,9 @@ def test_whole_gang_equals_placing_worker_by_worker(rnd: Round, draw_e: bool, g:
     st_ = rnd.state
     e = scores(rnd, draw_e)
     before = (st_.gpu_used.copy(), st_.node_free.copy(), dict(st_.alloc))
+    jid = max(rnd.jobs, default=0) + 1   # the round's ids may be any, 10**6 included
     for pool in st_.pools:
-        job = Job(10**6, "o", pool, JobClass.HP if hp else JobClass.LP, g, workers, 0.0, 1.0)
+        job = Job(jid, "o", pool, JobClass.HP if hp else JobClass.LP, g, workers, 0.0, 1.0)
         # a worker_fn forces the held, worker-by-worker route with the same best fit
         held = place_gang(st_, job, e, True,
                           worker_fn=lambda s, j: place_worker(s, j, e, True))
