@@ -36,7 +36,7 @@ def test_replay_is_the_same_without_the_memo(policy: str, monkeypatch: pytest.Mo
     trace, lo, hi = prepare_trace(RunSpec.from_setup(TOY_SETUP, policy=policy))
     skipped: list[int] = []
     kept: list[bool] = []   # shapes a release left without room (still known after it)
-    repeats: list[bool] = []   # LP passes told from an earlier pass that started nothing
+    repeats: list[bool] = []   # LP passes that found an earlier idle pass to build on
     real_covers, real_lacks_room = FailSizes.covers, fit_memo.lacks_room
     real_idle = FitMemo.idle
 
@@ -73,7 +73,7 @@ def test_replay_is_the_same_without_the_memo(policy: str, monkeypatch: pytest.Mo
     assert sum(skipped) > 0, "no pool pass was skipped: the case does not exercise the memo"
     assert sum(kept) > 0, "no shape outlived a release: the case does not exercise lacks_room"
     if policy in ("lyra", "gfs"):   # no head-of-line blocking: passes are told from earlier ones
-        assert sum(repeats) > 0, "no LP pass was told from an earlier one"
+        assert sum(repeats) > 0, "no LP pass found an idle pass to build on"
     monkeypatch.setattr(FitMemo, "known", lambda *_a, **_k: None)
     monkeypatch.setattr(FitMemo, "idle", lambda *_a, **_k: None)
     assert replay() == with_memo

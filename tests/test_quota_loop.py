@@ -230,8 +230,8 @@ def reference_lp_pass(rnd: Round, quotas: dict[tuple[str, float], int],
 def test_lp_pass_counts_what_a_job_by_job_walk_counts(spec: list[tuple[int, int, int, float]],
                                                       q1: int, q4: int, fifo: bool,
                                                       sizes: tuple[int, ...]) -> None:
-    """The pass drops and defers whole shapes, and counts the shapes the quota refuses from the
-    start without walking them: placements and denials must be the job-by-job walk's."""
+    """The pass drops and defers whole shapes and counts a refused shape's later jobs from their
+    positions (`ShapeCursor.settle`): placements and denials must be the job-by-job walk's."""
     jobs = [Job(i, "org", "A100", LP, g, w, float(t), 10_000.0, guarantee_h=d)
             for i, (g, w, t, d) in enumerate(spec, start=1)]
     rnd = pending_round(jobs, sizes=sizes)

@@ -159,16 +159,18 @@ class FitMemo:
             return None
         return None if released_in(rnd, pool, decision) else last
 
-    def keep_idle(self, rnd: Round, pool: str, started: bool, lp_running: int,
+    def keep_idle(self, rnd: Round, pool: str, lp_running: int,
                   quotas: Mapping[tuple[str, float], int] | None, edits: int, counted: int,
                   failed: list[tuple[int, int, tuple]]) -> None:
-        """Remember a pass of ``pool`` that started nothing (one that ``started`` a job: forget)."""
+        """Remember a pass of ``pool`` that started nothing (`forget_idle` after one that did)."""
         count = self._count(rnd, pool)
-        if started or count is None:
-            self.idle_passes.pop(pool, None)
-        else:
+        if count is not None:
             kept = None if quotas is None else dict(quotas)
             self.idle_passes[pool] = IdlePass(count, lp_running, kept, edits, counted, failed)
+
+    def forget_idle(self, pool: str) -> None:
+        """A pass of ``pool`` started a job: its last idle pass tells nothing any more."""
+        self.idle_passes.pop(pool, None)
 
     def keep(self, rnd: Round, pool: str, known: FailSizes | None, fails: FailSizes) -> None:
         """Remember what this pass saw fail (with what was known before it)."""

@@ -178,9 +178,10 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             denied[pool] = n_denied
         if memo is not None:
             memo.keep(rnd, pool, known, fails)
-            if remember and not (started and pool not in memo.idle_passes):
-                memo.keep_idle(rnd, pool, started, lp_now, quotas, queue.edits(pool), n_denied,
-                               failed)
+            if remember and not started:
+                memo.keep_idle(rnd, pool, lp_now, quotas, queue.edits(pool), n_denied, failed)
+            elif remember and pool in memo.idle_passes:
+                memo.forget_idle(pool)
     return denied
 
 
