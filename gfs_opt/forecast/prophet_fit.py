@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.forecast.blas import one_blas_thread
+from gfs_opt.forecast.holiday_calendar import load_calendar
 from gfs_opt.forecast.prophet_map import Design, map_estimate, prepare
 
 try:
@@ -277,8 +278,24 @@ def _backend_class() -> type:
         """`CmdStanPyBackend.fit` writing its files with the C JSON encoder and a cached ``X``."""
 
         def __init__(self, shared: SharedFit) -> None:
-            super().__init__()
+            # Prophet's __init__ loads the CmdStan model here (cmdstanpy and its imports: ≈ 20 ms
+            # of a `small` GFS run's CPU); the MAP path never runs Stan, so it loads on first use
+            self._model: Any = None
+            self.stan_fit = None
+            self.newton_fallback = True
             self._shared = shared
+
+        @property
+        def model(self) -> Any:
+            if self._model is None:
+                kept = self.stan_fit, self.newton_fallback
+                CmdStanPyBackend.__init__(self)   # Prophet's steps: CmdStan path, then load_model
+                self.stan_fit, self.newton_fallback = kept
+            return self._model
+
+        @model.setter
+        def model(self, value: Any) -> None:
+            self._model = value
 
         def _data_json(self, data: dict[str, Any]) -> str:
             x = np.ascontiguousarray(np.asarray(data["X"], dtype=float))
@@ -468,6 +485,7 @@ def _prophet_class() -> type:
             # a sixteenth of a `small` GFS run) though only the holidays of the years a model
             # sees ever become columns: those names are validated where their frame is built
             # (`construct_holiday_dataframe`), which is where a clash could matter
+            load_calendar(country_name)
             if self.history is not None:
                 return super().add_country_holidays(country_name)   # Prophet's error
             from prophet.make_holidays import get_country_holidays_class
