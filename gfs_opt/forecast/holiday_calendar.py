@@ -57,6 +57,6 @@ def load_calendar(country: str) -> bool:
         except BaseException:
             sys.modules.pop(name, None)
             raise
-    except Exception:  # noqa: BLE001 - any surprise: Prophet's own import decides
+    except Exception:  # any surprise: Prophet's own import decides
         return False
     return True

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -410,7 +411,7 @@ class ProphetForecaster(BaseForecaster):
             yh = state.yhat[p + 1: p + 1 + horizon]
             i = origin - data.start_hour
             r = float(data.y[i]) - float(state.yhat[p]) if 0 <= i < len(data.y) else np.nan
-        if not np.isfinite(r) or self.residual == "none":
+        if not math.isfinite(r) or self.residual == "none":
             r = 0.0
         return yh + self._powers(state.phi, horizon) * r
 

@@ -144,13 +144,15 @@ class SpotQuota:
               forecasts: Mapping[str, PoolForecast]) -> None:
         st = rnd.state
         assert self.quotas is not None
+        lowest: dict[str, int] = {}     # each pool's lowest class quota
+        for (pool, _c), v in self.quotas.items():
+            lowest[pool] = min(lowest.get(pool, v), v)
         for pool, d in self.diag.items():
             p = st.pool_index[pool]
             d.refreshes += 1
             d.with_forecast += int(pool in forecasts)
             room = int(st.pool_capacity[p] - st.pool_hp[p])
-            q = min((v for (pp, _c), v in self.quotas.items() if pp == pool), default=room)
-            d.binding += int(q < room)
+            d.binding += int(lowest.get(pool, room) < room)
             e = eta.get(pool, 1.0)
             d.eta_min_seen, d.eta_max_seen = min(d.eta_min_seen, e), max(d.eta_max_seen, e)
 
