@@ -43,13 +43,15 @@ def usage_at(hour: int, rng: np.random.Generator) -> dict[tuple[str, str], float
 
 
 def drive(provider: ForecastProvider, hours: int, skip: set[int],
-          on_hour: Callable[[ForecastProvider, int], None] | None = None) -> list[bytes]:
+          on_hour: Callable[[ForecastProvider, int], None] | None = None,
+          usage: Callable[[int, np.random.Generator], dict[tuple[str, str], float]] = usage_at,
+          ) -> list[bytes]:
     """The simulator's calls (observe hourly, refit at midnight, refresh every 20 minutes)
     with the hours in ``skip`` never observed; every forecast's bytes, in call order."""
     rng = np.random.default_rng(7)
     out: list[bytes] = []
     for hour in range(1, hours):
-        use = usage_at(hour - 1, rng)
+        use = usage(hour - 1, rng)
         if hour - 1 not in skip:
             provider.observe((hour - 1) * HOUR_S + 10.0, use)
         if hour % 24 == 0:
@@ -242,3 +244,54 @@ def test_values_from_equals_values_at(start: int, n_y: int, first: int, n: int) 
     data = SeriesData("s", start, np.arange(n_y, dtype=float) + 0.5)
     want = data.values_at(first + np.arange(n))
     assert data.values_from(first, n).tobytes() == want.tobytes()
+
+
+def persistent_usage() -> Callable[[int, np.random.Generator], dict[tuple[str, str], float]]:
+    """`usage_at` plus a tenant whose noise persists (AR(1)), so that its residual factor φ is
+    not 0 and the residual term of every mean and error row matters."""
+    level = {"x": 0.0}
+
+    def usage(hour: int, rng: np.random.Generator) -> dict[tuple[str, str], float]:
+        level["x"] = 0.9 * level["x"] + rng.normal(0, 4)
+        return usage_at(hour, rng) | {("B", "ar"): max(0.0, 40 + 10 * np.sin(hour / 4)
+                                                       + level["x"])}
+
+    return usage
+
+
+def test_prophet_hourly_batch_equals_the_per_series_route() -> None:
+    """`ProphetForecaster._hourly_batch` computes the steady series' means and error rows for
+    all of them at once: the same bytes as `_forecast` and `_errors` series by series (the batch
+    switched off), every forecast and every calibration row, with a gap and a new tenant."""
+    batched = {"series": 0}
+    phis: list[float] = []
+    runs, rows = [], []
+    for batch in (True, False):
+        inner = make_forecaster("prophet", window_h=24 * 3, min_fit_hours=24,
+                                calibration_window_h=40)
+        if batch:
+            own = inner._hourly_batch
+
+            def counted(horizon: int, own=own) -> dict:
+                out = own(horizon)
+                batched["series"] += len(out)
+                return out
+
+            inner._hourly_batch = counted  # type: ignore[method-assign]
+        else:
+            inner._hourly_batch = lambda horizon: {}  # type: ignore[method-assign]
+        seen: list[bytes] = []
+
+        def keep(provider: ForecastProvider, hour: int, seen: list[bytes] = seen) -> None:
+            m = provider.model
+            if isinstance(m, BaseForecaster) and m.is_fitted:
+                seen.extend(m.calibration_errors(k, 4).tobytes() for k in sorted(m.series_))
+                phis.extend(s.phi for s in m.states_.values() if s.model is not None)
+
+        runs.append(drive(ForecastProvider(inner), 24 * 5, {24 * 4 + 2}, keep,
+                          persistent_usage()))
+        rows.append(seen)
+    assert batched["series"] > 100, "the batch never ran"
+    assert max(phis) > 0, "no series with a residual term"
+    assert len(runs[0]) > 100 and runs[0] == runs[1]
+    assert len(rows[0]) > 100 and rows[0] == rows[1]

@@ -160,6 +160,13 @@ class _RowCache:
     n: int
 
 
+def rows_view(cache: _RowCache, lo: int, end: int, horizon: int) -> np.ndarray:
+    """Rows of origins lo..end−1 once those from ``cache.lo + cache.n`` on are written."""
+    # origins up to end − horizon have every target observed
+    cache.n = min(max(end - horizon + 1 - cache.lo, 0), end - cache.lo)
+    return cache.buf[lo - cache.lo: end - cache.lo]
+
+
 def lead_grid(origins: np.ndarray, horizon: int) -> np.ndarray:
     """Target hours (len(origins), horizon): origin + 1 .. origin + horizon."""
     return np.asarray(origins, dtype=np.int64)[:, None] + np.arange(1, horizon + 1)[None, :]
@@ -442,7 +449,12 @@ class BaseForecaster:
         data = self.series_[key]
         end = data.end_hour
         lo = max(end - self._calibration_hours(), data.start_hour)
-        current = self._current_rows(key, lo, end, horizon)   # origins lo .. end−1 (a view)
+        return self._parts_around(key, self._current_rows(key, lo, end, horizon), lo, end,
+                                  horizon)
+
+    def _parts_around(self, key: str, current: np.ndarray, lo: int, end: int,
+                      horizon: int) -> tuple[np.ndarray, ...]:
+        """`_calibration_parts` from the current model's rows of origins lo..end−1."""
         stored = self.oos_errors_.get(key)
         if stored is None:
             return (current,)
@@ -499,6 +511,17 @@ class BaseForecaster:
         call. Rows whose targets are all observed never change until the next fit, so they are
         kept in a per-series buffer and only origins from the first incomplete one on are
         (re)computed per call (the provider asks every hour)."""
+        cache = self._row_cache(key, lo, end, horizon)
+        start = cache.lo + cache.n                   # first origin not final yet (≥ lo)
+        if start < end:
+            data, state = self.series_[key], self.states_[key]
+            cache.buf[start - cache.lo: end - cache.lo] = self._errors(
+                key, state, data, np.arange(start, end), horizon)
+        return rows_view(cache, lo, end, horizon)
+
+    def _row_cache(self, key: str, lo: int, end: int, horizon: int) -> _RowCache:
+        """The series' row buffer, made or moved so that it holds origins lo..end−1; its rows
+        from ``cache.lo + cache.n`` on are the ones to (re)compute. Asking twice is asking once."""
         cache = self._rows.get(key)
         if (cache is None or cache.horizon != horizon or cache.lo > lo
                 or cache.lo + cache.n < lo):
@@ -509,14 +532,7 @@ class BaseForecaster:
             buf = np.empty((max(2 * (end - lo), 64), horizon))
             buf[:keep] = cache.buf[lo - cache.lo: lo - cache.lo + keep]
             cache.buf, cache.lo, cache.n = buf, lo, keep
-        start = cache.lo + cache.n                   # first origin not final yet (≥ lo)
-        if start < end:
-            data, state = self.series_[key], self.states_[key]
-            cache.buf[start - cache.lo: end - cache.lo] = self._errors(
-                key, state, data, np.arange(start, end), horizon)
-        # origins up to end − horizon have every target observed
-        cache.n = min(max(end - horizon + 1 - cache.lo, 0), end - cache.lo)
-        return cache.buf[lo - cache.lo: end - cache.lo]
+        return cache
 
     # ---- predict -------------------------------------------------------------------------------
     def _check_fitted(self, horizon: int) -> None:
@@ -537,16 +553,7 @@ class BaseForecaster:
             c_h, c_n, c_q, c_fcs = self._cache
             if c_h == horizon and c_n >= n_samples and (c_q or not quantiles):
                 return c_fcs
-        out: dict[str, SeriesForecast] = {}
-        measured: list[str] = []
-        parts: list[tuple[np.ndarray, ...]] = []
-        for key, data in self.series_.items():
-            fc = self._forecast(key, self.states_[key], data, horizon, n_samples)
-            fc.mean = np.asarray(fc.mean, dtype=float)   # raw until clipped below
-            if fc.std is None:
-                measured.append(key)
-                parts.append(self._calibration_parts(key, horizon))
-            out[key] = fc
+        out, measured, parts = self._series_forecasts(horizon, n_samples)
         if measured:
             window = self._calibration_hours()
             min_errors = int(getattr(self, "min_residuals", MIN_ERRORS))
@@ -583,6 +590,22 @@ class BaseForecaster:
             fc.quantiles = {lv: np.maximum(np.asarray(v, dtype=float), 0.0) for lv, v in q.items()}
         self._cache = (horizon, n_samples, quantiles, out)
         return out
+
+    def _series_forecasts(self, horizon: int, n_samples: int) -> tuple[
+            dict[str, SeriesForecast], list[str], list[tuple[np.ndarray, ...]]]:
+        """Each series' raw forecast (in series order), the series whose spread is measured
+        and their `_calibration_parts`."""
+        out: dict[str, SeriesForecast] = {}
+        measured: list[str] = []
+        parts: list[tuple[np.ndarray, ...]] = []
+        for key, data in self.series_.items():
+            fc = self._forecast(key, self.states_[key], data, horizon, n_samples)
+            fc.mean = np.asarray(fc.mean, dtype=float)   # raw until clipped in `forecasts`
+            if fc.std is None:
+                measured.append(key)
+                parts.append(self._calibration_parts(key, horizon))
+            out[key] = fc
+        return out, measured, parts
 
     def _rng(self, key: str) -> np.random.Generator:
         """Per-series generator: one shared stream would couple the tenants' draws."""

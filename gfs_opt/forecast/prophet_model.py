@@ -57,6 +57,7 @@ from gfs_opt.forecast.base import (
     SeriesData,
     SeriesForecast,
     lead_grid,
+    rows_view,
 )
 from gfs_opt.forecast.ets import SeasonalETS
 from gfs_opt.forecast.prophet_fit import (
@@ -454,6 +455,76 @@ class ProphetForecaster(BaseForecaster):
         if self.residual == "none":
             return np.array(r_target)
         return r_target - self._powers(state.phi, horizon)[None, :] * r_origin[:, None]
+
+    def _series_forecasts(self, horizon: int, n_samples: int) -> tuple[
+            dict[str, SeriesForecast], list[str], list[tuple[np.ndarray, ...]]]:
+        batch = (self._hourly_batch(horizon)
+                 if self.calibration == "empirical" and self.residual == "ar1" else {})
+        if not batch:
+            return super()._series_forecasts(horizon, n_samples)
+        out: dict[str, SeriesForecast] = {}
+        measured: list[str] = []
+        parts: list[tuple[np.ndarray, ...]] = []
+        for key, data in self.series_.items():
+            got = batch.get(key)
+            if got is not None:
+                fc, part = SeriesForecast(got[0]), got[1]
+            else:
+                fc = self._forecast(key, self.states_[key], data, horizon, n_samples)
+                fc.mean = np.asarray(fc.mean, dtype=float)
+                part = self._calibration_parts(key, horizon) if fc.std is None else ()
+            if fc.std is None:
+                measured.append(key)
+                parts.append(part)
+            out[key] = fc
+        return out, measured, parts
+
+    def _hourly_batch(self, horizon: int) -> dict[str, tuple[np.ndarray, tuple[np.ndarray, ...]]]:
+        """(mean, `_calibration_parts`) of the series in the hourly steady state — a Prophet
+        model whose row buffer lacks exactly the last ``horizon`` origins, all inside its mean's
+        range — computed for all of them at once: `_forecast` and `_errors` per series were
+        most of the hourly forecast's time (≈ 25 numpy calls each on arrays of 4 to 8 hours).
+        Every number is the same element-wise operation on the same operands as theirs (a row
+        of the stacked arrays is one series' array), so the results are bit for bit theirs."""
+        hours = self._calibration_hours()
+        picked: list[tuple[str, SeriesData, _ProphetState, Any, int, int, int]] = []
+        for key, data in self.series_.items():
+            state = self.states_[key]
+            end = data.end_hour
+            if state.model is None or end < state.yhat_start:
+                continue
+            lo = max(end - hours, data.start_hour)
+            cache = self._row_cache(key, lo, end, horizon)
+            start = cache.lo + cache.n
+            if end - start != horizon or start < state.yhat_start:
+                continue
+            self._extend(state, end + horizon)     # the hours `_forecast` evaluates first
+            picked.append((key, data, state, cache, lo, end, start))
+        if not picked:
+            return {}
+        n, span = horizon, 2 * horizon             # origins start..end−1, targets to end+H−1
+        y = np.full((len(picked), span), np.nan)   # `values_from` of each series' span
+        yhat = np.empty((len(picked), span + 1))   # Prophet's mean, hours start..end+H
+        powers = np.empty((len(picked), horizon))
+        for g, (_, data, state, _, _, _, start) in enumerate(picked):
+            off = start - data.start_hour
+            a, b = max(off, 0), min(off + span, len(data.y))
+            if b > a:
+                y[g, a - off: b - off] = data.y[a:b]
+            p0 = start - state.yhat_start
+            yhat[g] = state.yhat[p0: p0 + span + 1]
+            powers[g] = self._powers(state.phi, horizon)
+        r = y - yhat[:, :span]
+        rows = r[:, _lead_index(n, horizon)] - powers[:, None, :] * r[:, :n, None]
+        r_end = r[:, n].copy()                     # the residual at the origin `end`
+        r_end[~np.isfinite(r_end)] = 0.0
+        means = yhat[:, n + 1: n + 1 + horizon] + powers * r_end[:, None]
+        out: dict[str, tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}
+        for g, (key, _, _, cache, lo, end, start) in enumerate(picked):
+            cache.buf[start - cache.lo: end - cache.lo] = rows[g]
+            current = rows_view(cache, lo, end, horizon)
+            out[key] = (means[g], self._parts_around(key, current, lo, end, horizon))
+        return out
 
     def _draw(self, key: str, m: Any, ds: pd.DatetimeIndex,
               n: int) -> tuple[np.ndarray, np.ndarray]:
