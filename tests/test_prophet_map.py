@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -183,3 +186,23 @@ def test_lasso_solution_meets_its_optimality_conditions(seed: int, n_free: int, 
     on = pen & (x != 0)
     np.testing.assert_allclose(g[on], -lam * np.sign(x[on]), atol=tol)
     assert np.all(np.abs(g[pen & (x == 0)]) <= lam + tol)
+
+
+LAZY_STAN = """
+import sys
+import numpy as np, pandas as pd
+from gfs_opt.forecast.prophet_model import ProphetForecaster
+h = np.arange(24 * 4)
+hist = pd.DataFrame({"ds": pd.Timestamp("2024-03-01") + pd.to_timedelta(h, unit="h"),
+                     "series": "P|a", "y": 20 + 5 * np.sin(h / 3.0)})
+m = ProphetForecaster(window_h=72, min_fit_hours=24, solver=sys.argv[1]).fit(hist)
+assert m.states_["P|a"].model is not None, m.failures_
+print("cmdstanpy" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("solver", "loaded"), [("map", False), ("stan", True)])
+def test_the_cmdstan_model_loads_only_when_stan_runs(solver: str, loaded: bool) -> None:
+    out = subprocess.run([sys.executable, "-c", LAZY_STAN, solver], capture_output=True,
+                         text=True, check=True, env={**os.environ, "GFS_FIT_CACHE": "off"})
+    assert out.stdout.strip().splitlines()[-1] == str(loaded)
