@@ -456,29 +456,6 @@ class ProphetForecaster(BaseForecaster):
             return np.array(r_target)
         return r_target - self._powers(state.phi, horizon)[None, :] * r_origin[:, None]
 
-    def _series_forecasts(self, horizon: int, n_samples: int) -> tuple[
-            dict[str, SeriesForecast], list[str], list[tuple[np.ndarray, ...]]]:
-        batch = (self._hourly_batch(horizon)
-                 if self.calibration == "empirical" and self.residual == "ar1" else {})
-        if not batch:
-            return super()._series_forecasts(horizon, n_samples)
-        out: dict[str, SeriesForecast] = {}
-        measured: list[str] = []
-        parts: list[tuple[np.ndarray, ...]] = []
-        for key, data in self.series_.items():
-            got = batch.get(key)
-            if got is not None:
-                fc, part = SeriesForecast(got[0]), got[1]
-            else:
-                fc = self._forecast(key, self.states_[key], data, horizon, n_samples)
-                fc.mean = np.asarray(fc.mean, dtype=float)
-                part = self._calibration_parts(key, horizon) if fc.std is None else ()
-            if fc.std is None:
-                measured.append(key)
-                parts.append(part)
-            out[key] = fc
-        return out, measured, parts
-
     def _hourly_batch(self, horizon: int) -> dict[str, tuple[np.ndarray, tuple[np.ndarray, ...]]]:
         """(mean, `_calibration_parts`) of the series in the hourly steady state — a Prophet
         model whose row buffer lacks exactly the last ``horizon`` origins, all inside its mean's
@@ -486,6 +463,8 @@ class ProphetForecaster(BaseForecaster):
         most of the hourly forecast's time (≈ 25 numpy calls each on arrays of 4 to 8 hours).
         Every number is the same element-wise operation on the same operands as theirs (a row
         of the stacked arrays is one series' array), so the results are bit for bit theirs."""
+        if self.calibration != "empirical" or self.residual != "ar1":
+            return {}
         hours = self._calibration_hours()
         picked: list[tuple[str, SeriesData, _ProphetState, Any, int, int, int]] = []
         for key, data in self.series_.items():
@@ -503,14 +482,11 @@ class ProphetForecaster(BaseForecaster):
         if not picked:
             return {}
         n, span = horizon, 2 * horizon             # origins start..end−1, targets to end+H−1
-        y = np.full((len(picked), span), np.nan)   # `values_from` of each series' span
+        y = np.empty((len(picked), span))          # observed hours, NaN after `end`
         yhat = np.empty((len(picked), span + 1))   # Prophet's mean, hours start..end+H
         powers = np.empty((len(picked), horizon))
         for g, (_, data, state, _, _, _, start) in enumerate(picked):
-            off = start - data.start_hour
-            a, b = max(off, 0), min(off + span, len(data.y))
-            if b > a:
-                y[g, a - off: b - off] = data.y[a:b]
+            y[g] = data.values_from(start, span)
             p0 = start - state.yhat_start
             yhat[g] = state.yhat[p0: p0 + span + 1]
             powers[g] = self._powers(state.phi, horizon)
