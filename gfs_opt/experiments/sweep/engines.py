@@ -146,6 +146,7 @@ def terminate_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now. `ProcessPoolExecutor` has no public way to kill running workers before
     Python 3.14, so terminate its processes directly, then let it clean up."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)   # `shutdown` forgets it
     for p in procs:
         if p.is_alive():
             p.terminate()
@@ -155,6 +156,11 @@ def terminate_pool(pool: ProcessPoolExecutor) -> None:
             p.kill()
             p.join(timeout=5)
     pool.shutdown(wait=False, cancel_futures=True)
+    # Let the pool's manager thread see its dead workers and close its wake-up pipe now: left
+    # running, it races Python 3.11's exit hook, which can write to that pipe as it closes
+    # ("Exception ignored … OSError: Bad file descriptor" on stderr after a Ctrl-C).
+    if manager is not None:
+        manager.join(timeout=5)
 
 
 class RayEngine:
