@@ -250,45 +250,14 @@ class ClusterState:
         if len(placement) != job.workers:
             raise AllocationError(f"job {job.id}: {len(placement)} workers placed, gang needs {job.workers}")
         jid = job.id
-        per_gpu = milli_per_gpu(job.g)
-        k = gpus_per_worker(job.g)
         pidx = self.pool_index.get(job.pool)
-        node_pool, node_first, node_gpus, n_nodes = (self._node_pool, self._node_first,
-                                                     self._node_gpus, self.n_nodes)
-        want: dict[int, int] = {}
         # a placement of plain ints in tuples (what the built-in placers hand) is kept as it
         # is; anything else (numpy ints, lists) is stored `normalized`
-        plain = type(placement) is tuple
-        for wp in placement:
-            node, gpus = wp
-            if not 0 <= node < n_nodes:
-                raise AllocationError(f"job {jid}: unknown node {node}")
-            if pidx is None or node_pool[node] != pidx:
-                raise AllocationError(f"job {jid}: node {node} is not in pool {job.pool}")
-            if len(gpus) != k or (k > 1 and len(set(gpus)) != k):
-                raise AllocationError(f"job {jid}: worker needs {k} distinct GPUs, got {gpus}")
-            if type(node) is not int or type(gpus) is not tuple or type(wp) is not tuple:
-                plain = False
-            first, n_gpus = node_first[node], node_gpus[node]
-            for lg in gpus:
-                if not 0 <= lg < n_gpus:
-                    raise AllocationError(f"job {jid}: node {node} has no GPU {lg}")
-                if type(lg) is not int:
-                    plain = False
-                    lg = int(lg)
-                gi = first + lg
-                want[gi] = want.get(gi, 0) + per_gpu
-        used = self.gpu_used
-        for gi, m in want.items():
-            if used.item(gi) + m > MILLI:
-                raise AllocationError(
-                    f"job {jid}: GPU {gi} over-allocated ({int(used[gi])} + {m} > {MILLI})")
         hp = job.cls is JobClass.HP
-        if per_gpu == MILLI:
-            self._take_whole(want, jid, hp)
+        if job.g >= MILLI:
+            plain = self._take_whole(job, placement, pidx, hp)
         else:
-            for gi, m in want.items():
-                self._add(gi, jid, m, hp)
+            plain = self._take_shared(job, placement, pidx, hp)
         own, node_jobs = self._own_node, self.node_jobs
         for node, _gpus in placement:
             (node_jobs[node] if own is None else self._node_set(node)).add(jid)
@@ -302,6 +271,84 @@ class ClusterState:
             self.pool_lp[p] = self.pool_lp.item(p) + demand
         if self._journal is not None:
             self._journal.append(("alloc", jid, (job,)))
+
+    def _worker_gpus(self, job: Job, pidx: int | None, k: int, wp: WorkerPlacement
+                     ) -> tuple[int, list[int], bool]:
+        """A worker's node and global GPU indices, checked against the cluster (not against
+        what runs on it); and whether it is given as plain ints in tuples."""
+        jid = job.id
+        node, gpus = wp
+        if not 0 <= node < self.n_nodes:
+            raise AllocationError(f"job {jid}: unknown node {node}")
+        if pidx is None or self._node_pool[node] != pidx:
+            raise AllocationError(f"job {jid}: node {node} is not in pool {job.pool}")
+        if len(gpus) != k or (k > 1 and len(set(gpus)) != k):
+            raise AllocationError(f"job {jid}: worker needs {k} distinct GPUs, got {gpus}")
+        plain = type(node) is int and type(gpus) is tuple and type(wp) is tuple
+        first, n_gpus = self._node_first[node], self._node_gpus[node]
+        out: list[int] = []
+        for lg in gpus:
+            if not 0 <= lg < n_gpus:
+                raise AllocationError(f"job {jid}: node {node} has no GPU {lg}")
+            if type(lg) is not int:
+                plain = False
+                lg = int(lg)
+            out.append(first + lg)
+        return int(node), out, plain
+
+    def _take_whole(self, job: Job, placement: Placement, pidx: int | None, hp: bool) -> bool:
+        """`allocate`'s GPU part for whole-GPU workers: each GPU goes from free to full, so a
+        worker's node counters move once by the GPUs it takes, not once per GPU (a whole-GPU gang
+        holds 7 GPUs on average in the full trace). Returns whether the placement is plain."""
+        jid, k = job.id, gpus_per_worker(job.g)
+        used = self.gpu_used
+        workers: list[tuple[int, list[int]]] = []
+        plain = type(placement) is tuple
+        n_taken = 0
+        for wp in placement:
+            node, gis, plain_wp = self._worker_gpus(job, pidx, k, wp)
+            plain = plain and plain_wp
+            for gi in gis:
+                if used.item(gi):
+                    raise AllocationError(f"job {jid}: GPU {gi} over-allocated "
+                                          f"({used.item(gi)} + {MILLI} > {MILLI})")
+            workers.append((node, gis))
+            n_taken += k
+        if len(workers) > 1 and len({gi for _n, gis in workers for gi in gis}) != n_taken:
+            raise AllocationError(f"job {jid}: a GPU is given to two workers "
+                                  f"(over-allocated: {2 * MILLI} > {MILLI})")
+        hp_used, own = self.gpu_hp, self._own_gpu
+        for node, gis in workers:
+            for gi in gis:
+                (self.gpu_jobs[gi] if own is None else self._gpu_map(gi))[jid] = MILLI
+                used[gi] = MILLI
+                if hp:
+                    hp_used[gi] = MILLI
+            self._move_free(node, -k)
+            if hp:
+                self._move_hp(node, k)
+            else:
+                self.node_lp_gpus[node] = self.node_lp_gpus.item(node) + k
+        return plain
+
+    def _take_shared(self, job: Job, placement: Placement, pidx: int | None, hp: bool) -> bool:
+        """`allocate`'s GPU part for fractional workers (several may share a GPU)."""
+        jid, m = job.id, job.g
+        want: dict[int, int] = {}
+        plain = type(placement) is tuple
+        for wp in placement:
+            _node, gis, plain_wp = self._worker_gpus(job, pidx, 1, wp)
+            plain = plain and plain_wp
+            gi = gis[0]
+            want[gi] = want.get(gi, 0) + m
+        used = self.gpu_used
+        for gi, mm in want.items():
+            if used.item(gi) + mm > MILLI:
+                raise AllocationError(
+                    f"job {jid}: GPU {gi} over-allocated ({int(used[gi])} + {mm} > {MILLI})")
+        for gi, mm in want.items():
+            self._add(gi, jid, mm, hp)
+        return plain
 
     def _node_set(self, node: int) -> set[int]:
         """Node ``node``'s job set, made this state's own before a change."""
@@ -323,7 +370,7 @@ class ClusterState:
         for node, gpus in placement:
             base = self._node_first[node]
             if whole:
-                self._free_whole(node, [base + lg for lg in gpus], job.id, hp)
+                self._free_whole(node, base, gpus, job.id, hp)
             else:
                 for lg in gpus:
                     self._remove(base + lg, job.id, per_gpu, hp)
@@ -338,32 +385,14 @@ class ClusterState:
             self._journal.append(("release", job.id, (job, placement)))
         return placement
 
-    def _take_whole(self, gpus: Iterable[int], job_id: int, hp: bool) -> None:
-        """`_add` of a whole GPU to each of ``gpus`` (all free, checked by the caller): each
-        goes from free to full, so its node's counters move once by the GPUs it gives, not once
-        per GPU (a whole-GPU gang holds 7 GPUs on average in the full trace)."""
-        used, hp_used, gpu_node = self.gpu_used, self.gpu_hp, self._gpu_node
-        own = self._own_gpu
-        taken: dict[int, int] = {}
-        for gi in gpus:
-            (self.gpu_jobs[gi] if own is None else self._gpu_map(gi))[job_id] = MILLI
-            used[gi] = MILLI
-            if hp:
-                hp_used[gi] = MILLI
-            node = gpu_node[gi]
-            taken[node] = taken.get(node, 0) + 1
-        for node, c in taken.items():
-            self._move_free(node, -c)
-            if hp:
-                self._move_hp(node, c)
-            else:
-                self.node_lp_gpus[node] = self.node_lp_gpus.item(node) + c
-
-    def _free_whole(self, node: int, gpus: list[int], job_id: int, hp: bool) -> None:
-        """`_remove` of job ``job_id``'s whole GPUs ``gpus`` of ``node``: it held each alone."""
+    def _free_whole(self, node: int, base: int, gpus: tuple[int, ...], job_id: int,
+                    hp: bool) -> None:
+        """`_remove` of job ``job_id``'s whole GPUs of ``node`` (local indices ``gpus``, the
+        node's first GPU ``base``): it held each alone."""
         used, hp_used = self.gpu_used, self.gpu_hp
         own = self._own_gpu
-        for gi in gpus:
+        for lg in gpus:
+            gi = base + lg
             del (self.gpu_jobs[gi] if own is None else self._gpu_map(gi))[job_id]
             used[gi] = 0
             if hp:

@@ -60,6 +60,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     own: dict[int, RunningJob] | None = None  # copy-on-write: most passes evict nobody
     e_score, use_history = placer.e_score, placer.use_history
     preemptive = victims is not None
+    hol = order.head_of_line
     for pool in pools_to_run(rnd, queue):
         fails = FailSizes()
         known = memo.known(rnd, pool, decision) if memo is not None else None
@@ -73,7 +74,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             # every waiting shape is known to fail (a backlog's usual pass) is skipped whole.
             if known.covers_queue(queue, pool):
                 continue
-            if not order.head_of_line:
+            if not hol:
                 skip = partial(_either_skips, fails, known)
         cache: ChoiceCache = {}
         ctx: PreemptContext | None = None   # one per pool and pass: its c_j hold for the pass
@@ -115,7 +116,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                         if res is not None:
                             placement, chosen = res
                 if placement is None:
-                    if order.holds_line(rnd.time, rnd.queued_since.get(jid, job.submit)):
+                    if hol and order.holds_line(rnd.time, rnd.queued_since.get(jid, job.submit)):
                         stop = True
                         break
                     fails.add(g, w)
