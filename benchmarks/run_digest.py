@@ -21,7 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sim import cpu_s, spec_for
 
-VOLATILE = {"wall_s", "events_per_s", "solver_reports", "trace_notes"}
+VOLATILE = {"wall_s", "events_per_s", "cpu_s", "events_per_cpu_s", "solver_reports",
+            "trace_notes"}
 
 
 def main() -> None:

@@ -158,6 +158,14 @@ def print_warnings(summaries: dict[str, dict]) -> None:
             _warn(f"{name}: {w}")
 
 
+def _cost_line(s: dict) -> str:
+    line = f"  wall {s['wall_s']:.1f} s, {s['events']:,} events ({s['events_per_s']:,.0f}/s)"
+    if "cpu_s" not in s:   # a Slurm replay: its time is the cluster's, not this process's
+        return line
+    return (f"  wall {s['wall_s']:.1f} s, CPU {s['cpu_s']:.1f} s, {s['events']:,} events "
+            f"({s['events_per_s']:,.0f}/s wall, {s['events_per_cpu_s']:,.0f}/s CPU)")
+
+
 def format_summary(s: dict) -> str:
     lo, hi = s["window"]
     lines = [
@@ -178,7 +186,7 @@ def format_summary(s: dict) -> str:
         f"  allocation            {100 * s['allocation_rate']:6.2f} %   useful GPU time "
         f"{100 * s['useful_gpu_time_rate']:.2f} %",
         f"  unfinished at end     {s['hp_unfinished']} HP, {s['lp_unfinished']} LP",
-        f"  wall {s['wall_s']:.1f} s, {s['events']:,} events ({s['events_per_s']:,.0f}/s)",
+        _cost_line(s),
     ]
     if s.get("never_placeable_hp") or s.get("never_placeable_lp"):
         lines.insert(-1, f"  never placeable       {s.get('never_placeable_hp', 0)} HP, "

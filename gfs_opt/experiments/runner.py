@@ -180,6 +180,7 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
     summary = summarize(rec, spec.price_per_gpu_hour)
     summary.update({"policy": spec.policy, "policy_options": res.options, "wall_s": res.wall_s,
                     "events": res.events, "events_per_s": res.events / max(res.wall_s, 1e-9),
+                    "cpu_s": res.cpu_s, "events_per_cpu_s": res.events / max(res.cpu_s, 1e-9),
                     "trace_notes": trace_.notes})
     summary.update(never_placeable_counts(trace_))
     diagnostics = policy.diagnostics()

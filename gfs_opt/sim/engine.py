@@ -99,6 +99,9 @@ class SimResult:
     passes: int
     policy: str
     options: dict = field(default_factory=dict)
+    #: this process's CPU time over the replay (`time.process_time`): on a shared machine a
+    #: steadier measure of the loop's cost than ``wall_s``
+    cpu_s: float = math.nan
 
     def summary(self, price_per_gpu_hour: float = 2.0) -> dict:
         """The run's headline metrics (the dict `experiments.runner.run` returns as ``summary``)."""
@@ -463,7 +466,7 @@ class Simulator:
 
     def _run(self, progress: Callable[[float, int], None] | None) -> SimResult:
         cfg = self.cfg
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         last_submit = self.jobs[self.arrivals[-1]].submit if self.arrivals else 0.0
         end = (cfg.eval_end if math.isfinite(cfg.eval_end) else last_submit) + cfg.drain_s
         quota_s = self.params.quota_refresh_s
@@ -525,7 +528,7 @@ class Simulator:
                 progress(t, self.events)
         self.recorder.finish(t, self.runs.values())
         return SimResult(self.recorder, time.perf_counter() - t0, self.events, self.passes,
-                         self.policy.name, self.policy.options())
+                         self.policy.name, self.policy.options(), time.process_time() - c0)
 
     def _stuck(self) -> bool:
         """Nothing runs and nothing will arrive: no state change can start a pending job

@@ -50,8 +50,8 @@ from gfs_opt.policies import settable_options
 CELL_FILE = "cell.json"
 RESULT_FILES = ("results.parquet", "results.csv", "summary.csv", "timings.csv")
 #: summary keys that are not per-run metrics (or not deterministic: those go to timings.csv)
-_NOT_METRICS = {"policy", "policy_options", "wall_s", "events_per_s", "trace_notes",
-                "solver_reports", "window"}
+_NOT_METRICS = {"policy", "policy_options", "wall_s", "events_per_s", "cpu_s",
+                "events_per_cpu_s", "trace_notes", "solver_reports", "window"}
 #: headline metrics of the printed summary: key → (heading, scale)
 HEADLINE = {"lp_eviction_rate": ("LP evict %", 100.0), "lp_jqt_mean": ("LP JQT s (all)", 1.0),
             "lp_jqt_started_mean": ("LP JQT s (started)", 1.0),
@@ -140,7 +140,8 @@ def cell_record(cell: Cell, outcome: CellOutcome, engine: str) -> dict[str, Any]
     timing = {"cell_s": outcome.cell_s, "worker": outcome.worker, "engine": engine,
               "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
     if out is not None:
-        timing |= {"sim_wall_s": out.wall_s, "events_per_s": out.summary.get("events_per_s")}
+        timing |= {"sim_wall_s": out.wall_s, "events_per_s": out.summary.get("events_per_s"),
+                   "sim_cpu_s": out.summary.get("cpu_s")}
     return _clean({
         "id": cell.id, "status": "ok" if out is not None else "failed", "params": cell.params,
         "spec": asdict(cell.spec), "metrics": flat_metrics(out) if out is not None else {},
