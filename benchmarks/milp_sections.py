@@ -3,10 +3,14 @@
     python benchmarks/milp_sections.py toy               # ref-toy, 278 contested passes
     python benchmarks/milp_sections.py chronus@0.25      # the long HP backlog
     python benchmarks/milp_sections.py full@0.25         # the full trace's last quarter
+    python benchmarks/milp_sections.py chronus@0.25 --certify-max-vars 1000   # a cost option
 
 Cases are `bench_sim.py`'s. Each listed function is timed with ``time.process_time`` around its
 calls (nested ones count in both: the rows do not add up); the checks and the greedy warm start
 are counted only inside the MILP step, state copies everywhere. The wrappers add a few percent.
+The steps are then split by how each phase was answered: ``bound`` (phase 1 known from the
+greedy placing every gang), ``certified`` (the warm start proven optimal by CP-SAT), ``solved``
+(SCIP), ``none`` (no phase 2).
 """
 
 from __future__ import annotations
@@ -25,6 +29,16 @@ from bench_sim import spec_for
 TOTAL: collections.Counter[str] = collections.Counter()
 CALLS: collections.Counter[str] = collections.Counter()
 INSIDE = [False]
+ROUTES: collections.defaultdict[tuple[str, str], list[float]] = collections.defaultdict(
+    lambda: [0, 0.0, 0.0])
+
+
+def route(outcome: Any) -> str:
+    if outcome is None:
+        return "none"
+    if outcome.detail.startswith("warm start"):
+        return "certified"
+    return "bound" if outcome.time_s == 0.0 and outcome.status == "optimal" else "solved"
 
 
 def timed(owner: Any, name: str, label: str, only_inside: bool = True) -> None:
@@ -48,20 +62,30 @@ def timed(owner: Any, name: str, label: str, only_inside: bool = True) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("case")
+    ap.add_argument("--certify-max-vars", type=int, default=None,
+                    help="try CP-SAT's certificate on models up to this size (default: the code's)")
     a = ap.parse_args()
     import gfs_opt.policies.gfs_milp as policy
     import gfs_opt.preempt.milp as milp
     from gfs_opt.experiments.runner import prepare_trace, run
     from gfs_opt.model import ClusterState
 
+    if a.certify_max_vars is not None:
+        milp.CERTIFY_MAX_VARS = a.certify_max_vars
     step = policy.solve_preemption
 
     def solve_preemption(*args: Any, **kwargs: Any) -> Any:
         INSIDE[0] = True
+        t = time.process_time()
         try:
-            return step(*args, **kwargs)
+            res = step(*args, **kwargs)
         finally:
             INSIDE[0] = False
+        row = ROUTES[(route(res.phase1), route(res.phase2))]
+        row[0] += 1
+        row[1] += time.process_time() - t
+        row[2] += res.n_vars
+        return res
 
     policy.solve_preemption = solve_preemption
     timed(policy, "solve_preemption", "solve_preemption (all of it)", only_inside=False)
@@ -79,6 +103,10 @@ def main() -> None:
     for label, total in TOTAL.most_common():
         print(f"  {label:30s} {total:8.3f} s  {CALLS[label]:7d} calls  "
               f"{1000 * total / CALLS[label]:7.2f} ms each")
+    print("by how phase 1 / phase 2 were answered:")
+    for (p1, p2), (n, cpu, n_vars) in sorted(ROUTES.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {p1 + ' / ' + p2:30s} {cpu:8.3f} s  {int(n):7d} steps  "
+              f"{1000 * cpu / n:7.2f} ms each, {n_vars / n:6.0f} variables")
 
 
 if __name__ == "__main__":

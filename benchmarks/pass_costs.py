@@ -9,7 +9,8 @@ quota refreshes, passes after job events that started or evicted something, and 
 job events that changed nothing; "other" is the rest of the event loop (arrivals, completions,
 window ends, samples, hour and day boundaries). ``--by-pool`` also splits the job-event passes by
 the pools they visit, with the mean HP queue of the pool (a standing backlog makes its passes
-dearer). The timing adds a little to every pass.
+dearer). The timing adds a little to every pass. The first line gives the trace's mean gang
+(GPUs and workers per job): a start's cost grows with it.
 """
 
 from __future__ import annotations
@@ -67,8 +68,13 @@ def main() -> None:
     engine.Simulator._policy_pass = timed_pass  # type: ignore[method-assign]
     engine.Simulator._run = timed_run  # type: ignore[method-assign]
     spec = spec_for(a.case, a.policy, None)
-    out = run(spec, trace=prepare_trace(spec))
+    prepared = prepare_trace(spec)
+    out = run(spec, trace=prepared)
     passes = sum(s for _n, s in cost.values())
+    jobs, nodes = prepared[0].jobs, prepared[0].nodes
+    # a start books, best-fits and releases per worker and GPU: bigger gangs, dearer events
+    print(f"{a.case}: {len(jobs):,} jobs on {len(nodes):,} nodes; per job "
+          f"{(jobs.g * jobs.workers).mean() / 1000:.2f} GPUs, {jobs.workers.mean():.2f} workers")
     print(f"{a.case} {a.policy}: {out.events:,} events, event loop {loop[0]:.2f} s process time "
           f"({loop[0] / out.events * 1e6:.0f} µs per event)")
     for kind, (n, s) in sorted(cost.items()):
