@@ -4,6 +4,7 @@
     python benchmarks/milp_sections.py chronus@0.25      # the long HP backlog
     python benchmarks/milp_sections.py full@0.25         # the full trace's last quarter
     python benchmarks/milp_sections.py chronus@0.25 --certify-max-vars 1000   # a cost option
+    python benchmarks/milp_sections.py chronus@0.25 --phase2-solver cpsat      # another
 
 Cases are `bench_sim.py`'s. Each listed function is timed with ``time.process_time`` around its
 calls (nested ones count in both: the rows do not add up); the checks and the greedy warm start
@@ -64,6 +65,9 @@ def main() -> None:
     ap.add_argument("case")
     ap.add_argument("--certify-max-vars", type=int, default=None,
                     help="try CP-SAT's certificate on models up to this size (default: the code's)")
+    ap.add_argument("--phase2-solver", default=None,
+                    help="solve phase 2 (minimum eviction cost) with this back-end instead, e.g. "
+                         "cpsat: a cost option whose ties may break differently")
     a = ap.parse_args()
     import gfs_opt.policies.gfs_milp as policy
     import gfs_opt.preempt.milp as milp
@@ -72,6 +76,17 @@ def main() -> None:
 
     if a.certify_max_vars is not None:
         milp.CERTIFY_MAX_VARS = a.certify_max_vars
+    if a.phase2_solver is not None:
+        from dataclasses import replace
+
+        solve = milp.run_solver
+
+        def phase2_by(model: Any, opts: Any, **kw: Any) -> Any:
+            if not model.objective.is_maximize:
+                opts = replace(opts, solver=a.phase2_solver)
+            return solve(model, opts, **kw)
+
+        milp.run_solver = phase2_by
     step = policy.solve_preemption
 
     def solve_preemption(*args: Any, **kwargs: Any) -> Any:
