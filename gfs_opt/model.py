@@ -16,6 +16,7 @@ what it needs to remember lives in the policy.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -315,8 +316,9 @@ class ClusterState:
             workers.append((node, gis))
             n_taken += k
         if len(workers) > 1 and len({gi for _n, gis in workers for gi in gis}) != n_taken:
-            raise AllocationError(f"job {jid}: a GPU is given to two workers "
-                                  f"(over-allocated: {2 * MILLI} > {MILLI})")
+            gi, n = Counter(gi for _n, gis in workers for gi in gis).most_common(1)[0]
+            raise AllocationError(f"job {jid}: GPU {gi} over-allocated "
+                                  f"(0 + {n * MILLI} > {MILLI}: given to {n} workers)")
         hp_used, own = self.gpu_hp, self._own_gpu
         for node, gis in workers:
             for gi in gis:

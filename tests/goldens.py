@@ -28,9 +28,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 FILE = Path(__file__).resolve().parent / "golden_digests.json"
-#: summary keys that measure the machine, not the simulation
-VOLATILE = {"wall_s", "events_per_s", "cpu_s", "events_per_cpu_s", "solver_reports",
-            "trace_notes"}
 MILP_LIMIT_S = 120.0
 
 
@@ -48,12 +45,12 @@ def _strip_times(obj: Any) -> Any:
 
 
 def run_digest(setup: str, policy: str) -> str:
-    from gfs_opt.experiments.runner import RunSpec, run
+    from gfs_opt.experiments.runner import TIMING_KEYS, RunSpec, run
     from gfs_opt.policies import options_for
 
     opts = options_for(policy, {"forecaster": "ets", "time_limit": MILP_LIMIT_S})
     out = run(RunSpec.from_setup(setup, policy=policy, policy_options=opts))
-    summary = {k: v for k, v in out.summary.items() if k not in VOLATILE}
+    summary = {k: v for k, v in out.summary.items() if k not in TIMING_KEYS | {"trace_notes"}}
     reports = [{k: v for k, v in r.items() if k != "total_time_s"}
                for r in out.summary.get("solver_reports", [])]
     doc = json.dumps({"summary": summary, "reports": reports}, sort_keys=True, default=str)

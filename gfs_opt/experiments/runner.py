@@ -26,6 +26,10 @@ from gfs_opt.traces.base import Trace, parse_time
 from gfs_opt.traces.load import load_trace
 from gfs_opt.traces.placeable import never_placeable_counts
 
+#: summary keys whose values measure the machine, not the simulation (times, rates, and the
+#: solver reports that carry solve times): left out wherever runs are compared or hashed
+TIMING_KEYS = frozenset({"wall_s", "events_per_s", "cpu_s", "events_per_cpu_s", "solver_reports"})
+
 
 @dataclass
 class RunSpec:

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.compare import RELATIVE, family_summary, format_family_summary
-from gfs_opt.experiments.runner import RunOutput
+from gfs_opt.experiments.runner import TIMING_KEYS, RunOutput
 from gfs_opt.experiments.sweep.cell import CellOutcome
 from gfs_opt.experiments.sweep.engines import Engine, Task
 from gfs_opt.experiments.sweep.spec import Cell, memory_hint_mb
@@ -50,8 +50,7 @@ from gfs_opt.policies import settable_options
 CELL_FILE = "cell.json"
 RESULT_FILES = ("results.parquet", "results.csv", "summary.csv", "timings.csv")
 #: summary keys that are not per-run metrics (or not deterministic: those go to timings.csv)
-_NOT_METRICS = {"policy", "policy_options", "wall_s", "events_per_s", "cpu_s",
-                "events_per_cpu_s", "trace_notes", "solver_reports", "window"}
+_NOT_METRICS = TIMING_KEYS | {"policy", "policy_options", "trace_notes", "window"}
 #: headline metrics of the printed summary: key → (heading, scale)
 HEADLINE = {"lp_eviction_rate": ("LP evict %", 100.0), "lp_jqt_mean": ("LP JQT s (all)", 1.0),
             "lp_jqt_started_mean": ("LP JQT s (started)", 1.0),
