@@ -7,6 +7,7 @@
     python benchmarks/bench_sim.py --only scale          # full trace ×¼, ×½, ×1 (replay length)
     python benchmarks/bench_sim.py --only chronus        # Chronus trace, half of its nodes
     python benchmarks/bench_sim.py --only chronus-backlog --policies all   # a quarter: HP queues
+    python benchmarks/bench_sim.py --only chronus-backlog --capacities 0.2,0.3   # other depths
     python benchmarks/bench_sim.py --only a100 --before /tmp/gfs-main   # + old code, same run
     python benchmarks/bench_sim.py --only toy,small --repeat 5   # least CPU of 5 interleaved runs
     python benchmarks/bench_sim.py --only toy,full --policies yarn-cs --repeat 3   # events/CPU-s
@@ -130,7 +131,8 @@ def child(args: list[str], code: str | None = None) -> dict[str, Any]:
 
 
 def plan(suites: list[str], policies: str | None,
-         fractions: tuple[float, ...] = tuple(SCALE_FROM)) -> list[tuple[str, str]]:
+         fractions: tuple[float, ...] = tuple(SCALE_FROM),
+         capacities: tuple[float, ...] = (CHRONUS_BACKLOG_CAPACITY,)) -> list[tuple[str, str]]:
     from gfs_opt.policies import POLICIES
 
     def pick(default: tuple[str, ...]) -> tuple[str, ...]:
@@ -148,7 +150,7 @@ def plan(suites: list[str], policies: str | None,
         elif suite in ("toy", "full", "chronus"):
             out += [(suite, p) for p in pick(("yarn-cs", "gfs"))]
         elif suite == "chronus-backlog":   # a quarter of the nodes: HP jobs queue for hours
-            out += [(f"chronus@{CHRONUS_BACKLOG_CAPACITY:g}", p) for p in pick(("yarn-cs", "gfs"))]
+            out += [(f"chronus@{c:g}", p) for c in capacities for p in pick(("yarn-cs", "gfs"))]
         else:
             raise SystemExit(f"unknown suite {suite!r}: toy, small, a100, full, scale, chronus, "
                              "chronus-backlog")
@@ -189,6 +191,9 @@ def main() -> None:
                          "of the model, e.g. prophet:refit_days=4")
     ap.add_argument("--fractions", default="0.25,0.5,1",
                     help="fractions of the full trace for --only scale (of 0.25, 0.5, 1)")
+    ap.add_argument("--capacities", default=f"{CHRONUS_BACKLOG_CAPACITY:g}",
+                    help="fractions of the Chronus trace's nodes for --only chronus-backlog "
+                         "(fewer nodes, longer HP queues), e.g. 0.2,0.25,0.3")
     ap.add_argument("--before", default=None, metavar="DIR",
                     help="also run every case on the code in DIR (PYTHONPATH) in the same run")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
@@ -208,7 +213,13 @@ def main() -> None:
         raise SystemExit(f"--fractions: choose from {', '.join(f'{f:g}' for f in SCALE_FROM)}")
     if a.repeat < 1:
         raise SystemExit("--repeat must be at least 1")
-    cases = plan(a.only.split(","), a.policies, fractions)
+    try:
+        capacities = tuple(float(c) for c in a.capacities.split(","))
+    except ValueError:
+        raise SystemExit(f"--capacities: numbers in (0, 1], got {a.capacities!r}") from None
+    if not all(0 < c <= 1 for c in capacities):
+        raise SystemExit(f"--capacities: numbers in (0, 1], got {a.capacities!r}")
+    cases = plan(a.only.split(","), a.policies, fractions, capacities)
     done: dict[tuple[str, str], list[dict[str, Any]]] = {c: [] for c in cases}
     for _ in range(a.repeat):
         for case, policy in cases:

@@ -84,15 +84,22 @@ def main() -> None:
     kept = capture(a.case)
     print(f"{a.case}: {len(kept)} phase-2 solves")
 
-    def off(field: str) -> Callable[[mathopt.SolveParameters], None]:
-        return lambda p: setattr(p, field, mathopt.Emphasis.OFF)
+    def emphasis(**fields: mathopt.Emphasis) -> Callable[[mathopt.SolveParameters], None]:
+        def tweak(p: mathopt.SolveParameters) -> None:
+            for field, value in fields.items():
+                setattr(p, field, value)
+        return tweak
 
+    fast, off = mathopt.Emphasis.LOW, mathopt.Emphasis.OFF
+    # the replay's own setting first: SCIP with its "fast" presolve (gfs_opt.solve.PRESOLVE)
     settings: list[tuple[str, mathopt.SolverType, Callable[[mathopt.SolveParameters], None]]] = [
-        ("SCIP as configured", mathopt.SolverType.GSCIP, lambda p: None),
-        ("SCIP, heuristics off", mathopt.SolverType.GSCIP, off("heuristics")),
-        ("SCIP, presolve off", mathopt.SolverType.GSCIP, off("presolve")),
-        ("SCIP, cuts off", mathopt.SolverType.GSCIP, off("cuts")),
-        ("CP-SAT", mathopt.SolverType.CP_SAT, lambda p: None),
+        ("SCIP as configured", mathopt.SolverType.GSCIP, emphasis(presolve=fast)),
+        ("SCIP, its own presolve", mathopt.SolverType.GSCIP, emphasis()),
+        ("SCIP, heuristics off", mathopt.SolverType.GSCIP, emphasis(presolve=fast, heuristics=off)),
+        ("SCIP, presolve off", mathopt.SolverType.GSCIP, emphasis(presolve=off)),
+        ("SCIP, cuts off", mathopt.SolverType.GSCIP, emphasis(presolve=fast, cuts=off)),
+        ("CP-SAT", mathopt.SolverType.CP_SAT, emphasis()),
+        ("HiGHS", mathopt.SolverType.HIGHS, emphasis()),
     ]
     for name, solver, tweak in settings:
         cpu, differ, obj = resolve(kept, solver, tweak)

@@ -56,10 +56,27 @@ def test_the_cli_choices_are_the_solvers_own() -> None:
     """`solve_cmd` spells out its choices (start-up time); they must be the modules' own."""
     from gfs_opt.commands import solve_cmd
     from gfs_opt.instance import solve_round
-    from gfs_opt.solve import EXPORT_FORMATS, SOLVERS
+    from gfs_opt.solve import EXPORT_FORMATS, PRESOLVE, SOLVERS
 
     assert solve_cmd.METHODS == solve_round.METHODS and solve_cmd.STEPS == solve_round.STEPS
     assert tuple(SOLVERS) == solve_cmd.SOLVERS and solve_cmd.EXPORT_FORMATS == EXPORT_FORMATS
+    assert tuple(PRESOLVE) == solve_cmd.PRESOLVE
+
+
+def test_presolve_setting_keeps_the_optimum(capsys: pytest.CaptureFixture[str]) -> None:
+    """SCIP's presolve effort changes how the optimum is found, not its value: every setting
+    gives the same P and C on a contested instance, and an unknown one is refused."""
+    path = str(INSTANCES / "tiny-09-two-pools.json")
+    scores = set()
+    for setting in ("fast", "default", "off"):
+        assert main(["solve", path, "--method", "milp", "--step", "preemption",
+                     "--presolve", setting, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)["preemption"]["milp"]
+        assert doc["reports"][0]["status"] == "optimal"
+        scores.add((doc["placed_value"], doc["eviction_cost"]))
+    assert len(scores) == 1
+    with pytest.raises(GfsError, match="unknown presolve"):
+        SolverOptions(presolve="exhaustive")
 
 
 def test_greedy_steps_of_another_policy(capsys: pytest.CaptureFixture[str]) -> None:

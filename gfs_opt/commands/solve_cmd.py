@@ -28,6 +28,7 @@ METHODS = ("greedy", "milp", "both")
 STEPS = ("all", "quota", "preemption")
 SOLVERS = ("scip", "highs", "cpsat")
 EXPORT_FORMATS = ("lp", "mps")
+PRESOLVE = ("fast", "default", "off")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--certifier", choices=[*SOLVERS, "none"], default="cpsat",
                    help="preemption: back-end that may prove the greedy's answer optimal before "
                         "the phase-2 solve (default cpsat; none: always solve)")
+    p.add_argument("--presolve", choices=PRESOLVE, default="fast",
+                   help="SCIP's presolve: fast (default; no exhaustive probing), default (SCIP's "
+                        "own setting) or off; other back-ends keep theirs")
     p.add_argument("--gap", type=cargs.number(0, 1, hi_open=True), default=1e-4,
                    help="relative optimality gap in [0, 1) (default 1e-4)")
     p.add_argument("--candidates", type=cargs.number(0, 1_000_000, integer=True), default=None,
@@ -87,7 +91,8 @@ def _solve(args: argparse.Namespace) -> int:
     if args.export:
         check_out_file(args.out)
     solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap,
-                           certifier=None if args.certifier == "none" else args.certifier)
+                           certifier=None if args.certifier == "none" else args.certifier,
+                           presolve=args.presolve)
     greedy_policy(args.policy)        # an unknown policy fails before the file is read
     if args.method != "greedy" or args.export:
         _refuse_huge_raw(args)

@@ -76,18 +76,19 @@ class GFSMilpPolicy(GFSPolicy):
     standalone = False     # its HP step is the MILP; `gfs-opt solve --method milp` runs that
 
     def __init__(self, time_limit: float = 2.0, solver: str = "scip", quota_method: str = "rule",
-                 **gfs_options: Any) -> None:
+                 presolve: str = "fast", **gfs_options: Any) -> None:
         super().__init__(**gfs_options)
         if quota_method not in {"rule", "milp"}:
             raise ValueError("quota_method must be 'rule' or 'milp'")
-        self.solver = SolverOptions(solver=solver, time_limit=time_limit)
+        self.solver = SolverOptions(solver=solver, time_limit=time_limit, presolve=presolve)
         self.quota_method = quota_method
         self.milp_solves = 0
         self.milp_fallbacks = 0
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "time_limit": self.solver.time_limit,
-                "solver": self.solver.solver, "quota_method": self.quota_method}
+                "solver": self.solver.solver, "presolve": self.solver.presolve,
+                "quota_method": self.quota_method}
 
     def parts(self) -> dict[str, str]:
         out = {**super().parts(), "victims": "preemption MILP on contested pools (greedy "
