@@ -203,6 +203,7 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
 
     # the model is described with integer handles and written in bulk at the end (`MilpWriter`)
     w = MilpWriter(m)
+    tn = {t: tname(t) for t in types}   # one name per type, not one per variable
     u = {j: w.binary(f"{u_name}_{j}") for js in types.values() for j in js}
     y: dict[tuple[TypeKey, int], int] = {}
     z: dict[int, int] = {}
@@ -242,7 +243,7 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
             for s in range(cl.n_slots):
                 tag = f"{n}_{cl.gpus[s]}"
                 e = w.binary(f"e_{tag}") if can_whole else None
-                qs = {t: w.integer(lb=0, ub=(MILLI - cl.fixed) // t[1], name=f"q_{tname(t)}_{tag}")
+                qs = {t: w.integer(lb=0, ub=(MILLI - cl.fixed) // t[1], name=f"q_{tn[t]}_{tag}")
                       for t in frac_here}
                 load: list[tuple[float, int]] = [(MILLI, e)] if e is not None else []
                 load += [(t[1], q) for t, q in qs.items()]
@@ -272,14 +273,14 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
             for t in wt:
                 k = gpus_per_worker(t[1])
                 y[(t, n)] = w.integer(lb=0, ub=min(t[2] * len(types[t]), int(st.node_gpus[n]) // k),
-                                      name=f"y_{tname(t)}_{n}")
+                                      name=f"y_{tn[t]}_{n}")
             w.row([*((gpus_per_worker(t[1]), y[(t, n)]) for t in wt),
                    *((-1, v) for v in whole_supply)], lb=0, ub=0, name=f"whole_{n}")
 
     for t, js in types.items():
         workers = [y[(t, n)] for n in pairs[t] if (t, n) in y] if t[1] >= MILLI else frac_terms[t]
         w.row([*((1, v) for v in workers), *((-t[2], u[j]) for j in js)], lb=0, ub=0,
-              name=f"gang_{tname(t)}")
+              name=f"gang_{tn[t]}")
     var = w.flush()
     for cl, cl_slots, cl_rest in zip(used_classes, slots, rests, strict=True):
         cl.slot_vars = [(None if e is None else var[e], {t: var[q] for t, q in qs.items()})
