@@ -1,6 +1,7 @@
 """Greedy vs exact, per instance: size, greedy objective/time, MILP objective/bound/gap/time.
 
-    python benchmarks/bench_milp.py [FILES…] [--solver scip] [--time-limit 10] [--markdown] [--brief]
+    python benchmarks/bench_milp.py [FILES…] [--solver scip] [--time-limit 10] [--presolve fast]
+                                    [--markdown] [--brief]
 
 Without FILES, every instances/*.json. Greedy times are the best of ``--repeat`` runs (the
 greedy takes milliseconds, so one run is noise); MILP times are one run, including model
@@ -93,12 +94,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("files", nargs="*", type=Path)
     ap.add_argument("--solver", default="scip")
     ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--presolve", default="fast", help="SCIP's presolve: fast, default or off")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--brief", action="store_true", help="only the gap-table columns")
     args = ap.parse_args(argv)
     files = args.files or sorted(Path("instances").glob("*.json"))
-    solver = SolverOptions(solver=args.solver, time_limit=args.time_limit)
+    solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, presolve=args.presolve)
     columns = BRIEF if args.brief else COLUMNS
     rows = []
     for path in files:

@@ -38,6 +38,25 @@ def test_all_solvers_agree(solver: str) -> None:
     assert out.gap == pytest.approx(0.0, abs=1e-9)
 
 
+@pytest.mark.parametrize("presolve", ["fast", "default", "off"])
+@pytest.mark.parametrize("solver", ["scip", "highs", "cpsat"])
+def test_presolve_settings_keep_the_optimum(solver: str, presolve: str) -> None:
+    """SCIP's presolve effort changes the search, not the optimum; other back-ends ignore it."""
+    m, _ = knapsack()
+    out = solve(m, SolverOptions(solver=solver, rel_gap=0.0, presolve=presolve))
+    ref = solve(m, SolverOptions(rel_gap=0.0, presolve="default"))
+    assert out.status == "optimal" and out.objective == pytest.approx(ref.objective)
+
+
+def test_gfs_milp_passes_its_presolve_setting_on() -> None:
+    from gfs_opt.policies.gfs_milp import GFSMilpPolicy
+
+    policy = GFSMilpPolicy(presolve="off")
+    assert policy.solver.presolve == "off" and policy.options()["presolve"] == "off"
+    with pytest.raises(GfsError, match="unknown presolve setting 'probing'"):
+        GFSMilpPolicy(presolve="probing")
+
+
 def test_infeasible_and_error_statuses() -> None:
     m = mathopt.Model()
     x = m.add_binary_variable(name="x")
