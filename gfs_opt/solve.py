@@ -49,8 +49,8 @@ class SolverOptions:
     # None: never
     certifier: str | None = "cpsat"
     # SCIP's probing is most of a preemption model's solve and rarely pays on these models:
-    # on the long-backlog replays' 1,178 phase-2 models "fast" took 1.6–2.9× less CPU with
-    # every objective unchanged (issue 13, nineteenth session)
+    # on three long-backlog replays' 1,781 phase-2 models "fast" took 1.6–2.5× less CPU with
+    # every objective unchanged (benchmarks/phase2_resolve.py; issue 13, nineteenth session)
     presolve: str = "fast"
 
     def __post_init__(self) -> None:
