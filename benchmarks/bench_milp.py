@@ -22,7 +22,7 @@ from gfs_opt.instance.solve_round import run_greedy_preempt, run_greedy_quota
 from gfs_opt.model import MILLI, JobClass, Round
 from gfs_opt.preempt.milp import solve_preemption
 from gfs_opt.quota.milp import solve_quota
-from gfs_opt.solve import SolverOptions
+from gfs_opt.solve import PRESOLVE, SolverOptions
 
 COLUMNS = ["instance", "nodes", "GPUs", "run LP", "pend HP", "pend LP",
            "greedy P", "greedy C", "greedy ms", "greedy ok",
@@ -94,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("files", nargs="*", type=Path)
     ap.add_argument("--solver", default="scip")
     ap.add_argument("--time-limit", type=float, default=10.0)
-    ap.add_argument("--presolve", default="fast", help="SCIP's presolve: fast, default or off")
+    ap.add_argument("--presolve", choices=list(PRESOLVE), default=SolverOptions().presolve,
+                    help="SCIP's presolve effort (default: the code's, fast)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--brief", action="store_true", help="only the gap-table columns")

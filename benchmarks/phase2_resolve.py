@@ -84,14 +84,16 @@ def main() -> None:
     kept = capture(a.case)
     print(f"{a.case}: {len(kept)} phase-2 solves")
 
-    def emphasis(**fields: mathopt.Emphasis) -> Callable[[mathopt.SolveParameters], None]:
+    def emphasis(**fields: mathopt.Emphasis | None) -> Callable[[mathopt.SolveParameters], None]:
         def tweak(p: mathopt.SolveParameters) -> None:
             for field, value in fields.items():
                 setattr(p, field, value)
         return tweak
 
-    fast, off = mathopt.Emphasis.LOW, mathopt.Emphasis.OFF
-    # the replay's own setting first: SCIP with its "fast" presolve (gfs_opt.solve.PRESOLVE)
+    from gfs_opt.solve import DEFAULT_SOLVER, PRESOLVE
+
+    # the replay's own presolve first, read from the code so that this row cannot drift from it
+    fast, off = PRESOLVE[DEFAULT_SOLVER.presolve], mathopt.Emphasis.OFF
     settings: list[tuple[str, mathopt.SolverType, Callable[[mathopt.SolveParameters], None]]] = [
         ("SCIP as configured", mathopt.SolverType.GSCIP, emphasis(presolve=fast)),
         ("SCIP, its own presolve", mathopt.SolverType.GSCIP, emphasis()),
