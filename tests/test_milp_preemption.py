@@ -268,6 +268,19 @@ def test_ortools_and_pulp_agree(rnd: Round) -> None:
     assert check_decision(rnd, plain.decision) == []
 
 
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contested_rounds(max_nodes=6, max_pending=5))
+def test_ortools_and_pulp_agree_on_larger_rounds(rnd: Round) -> None:
+    """The block counts whole GPUs per class (``R_c·f_c``), the PuLP model per GPU: the same
+    optima on rounds with several LP jobs per node, multi-GPU workers and two pools."""
+    res = solve_preemption(rnd, solver=EXACT, use_greedy=False)
+    plain = solve_preemption_pulp(rnd)
+    assert plain.status == "Optimal"
+    assert res.score.placed == plain.placed
+    assert res.score.eviction_cost == pytest.approx(plain.cost, rel=1e-6, abs=1e-6)
+
+
 @pytest.mark.parametrize("solver", ["highs", "cpsat"])
 def test_other_solvers_reach_the_same_optimum(solver: str) -> None:
     rnd = load_round(INSTANCES / "tiny-04-gang16.json")

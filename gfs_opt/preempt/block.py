@@ -10,21 +10,24 @@ callers' business. Exact and still small because of three reductions:
   fractional workers on GPU slot s) and only *which* jobs are placed is per job (``u[j]``);
 * **GPU classes** — GPUs of one node with the same usage and the same evictable LP jobs are
   interchangeable; a class of N GPUs gets ``min(N, F)`` individual *slots* (F = fractional
-  workers pending in the pool: no more GPUs of a class can ever host them) and one integer
-  ``E`` for the rest, which can only be taken whole;
+  workers pending in the pool: no more GPUs of a class can ever host them); the rest can only
+  be taken whole, and are all empty or all occupied, so they count as one number per class;
 * **candidate nodes** (optional, large rounds) — per type, the top-K nodes by an eviction-cost
   estimate, plus ``keep`` nodes (the greedy's) so that the greedy answer stays feasible.
 
 Per slot s of class c:  ``1000·e_s + Σ_t g_t·q[t,s] − Σ_{j∈LP(c)} m_j·z_j ≤ room_c`` — a whole
 GPU needs the slot empty after evictions, fractional workers share what is left. Per node:
-``Σ_t k_t·y[t,n] = Σ_s e_s + Σ_c E_c`` with ``E_c ≤ (N_c − S_c)·z_j`` for every LP job j on c.
-Per type: ``Σ workers = w_t · Σ_{j∈t} u_j`` (gangs are all or nothing).
+``0 ≤ Σ_t k_t·y[t,n] − Σ_s e_s ≤ Σ_c R_c·f_c`` over the classes' ``R_c = N_c − S_c`` GPUs beyond
+their slots, with ``f_c`` = 1 for an empty class, the LP job's ``z_j`` if it has one, else a
+binary with ``f_c ≤ z_j`` for each. Per type: ``Σ workers = w_t · Σ_{j∈t} u_j`` (gangs are all or
+nothing). The math, with why each reduction is exact: ``formulations/preemption.md``.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,7 +73,9 @@ class GpuClass:
     n_slots: int = 0
     slot_vars: list[tuple[mathopt.Variable | None, dict[TypeKey, mathopt.Variable]]] = field(
         default_factory=list)
-    rest: mathopt.Variable | None = None  # E: whole GPUs taken among gpus[n_slots:]
+    n_rest: int = 0                      # GPUs beyond the slots that a whole worker may take
+    # what frees those GPUs (the only LP job's z, or f = every LP job evicted); None: empty
+    rest: mathopt.Variable | None = None
 
 
 @dataclass(slots=True)
@@ -98,18 +103,29 @@ def tname(t: TypeKey) -> str:
     return f"{pool}_g{t[1]}_w{t[2]}"
 
 
-def evictable_lp(rnd: Round, protect: bool) -> dict[int, list[tuple[int, int]]]:
-    """Evictable LP jobs per GPU (global index) with their milli on it."""
+def evictable_lp(rnd: Round, protect: bool, pools: Collection[str] | None = None
+                 ) -> dict[int, list[tuple[int, int]]]:
+    """Evictable LP jobs per GPU (global index) with their milli on it, by job id; only jobs of
+    ``pools`` if given."""
     first = rnd.state.node_first_gpu.tolist()
-    milli: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for jid, run in rnd.running.items():
-        if run.job.cls is not JobClass.LP or (protect and run.in_window(rnd.time)):
+    per_gpu: dict[int, list[tuple[int, int]]] = {}
+    running = rnd.running
+    for jid in sorted(running):   # in job order, so each GPU's list comes out sorted
+        run = running[jid]
+        job = run.job
+        if (job.cls is not JobClass.LP or (pools is not None and job.pool not in pools)
+                or (protect and run.in_window(rnd.time))):
             continue
-        m = milli_per_gpu(run.job.g)
+        m = milli_per_gpu(job.g)
         for node, gpus in run.placement:
-            for lg in gpus:    # two fractional workers of one job may share a GPU
-                milli[first[node] + lg][jid] += m
-    return {gi: sorted(jobs.items()) for gi, jobs in milli.items()}
+            base = first[node]
+            for lg in gpus:
+                jobs = per_gpu.setdefault(base + lg, [])
+                if jobs and jobs[-1][0] == jid:   # two fractional workers of one job on a GPU
+                    jobs[-1] = (jid, jobs[-1][1] + m)
+                else:
+                    jobs.append((jid, m))
+    return per_gpu
 
 
 def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[int, int]]]
@@ -145,18 +161,40 @@ def _free_cost(cls: GpuClass, cost: Mapping[int, float]) -> float:
     return sum(cost.get(j, 0.0) for j, _ in cls.lp)
 
 
+def _whole_costs(classes: list[GpuClass], cost: Mapping[int, float],
+                 memo: dict[int, list[tuple[float, int]]] | None) -> list[tuple[float, int]]:
+    """(cost of freeing one GPU, GPUs at that cost) of a node's classes that can be freed
+    entirely, cheapest first."""
+    node = classes[0].node if classes else -1
+    if memo is not None and node in memo:
+        return memo[node]
+    out = sorted((0.0 if cl.room == MILLI else _free_cost(cl, cost), len(cl.gpus))
+                 for cl in classes if cl.fixed == 0)
+    if memo is not None:
+        memo[node] = out
+    return out
+
+
 def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t: TypeKey,
-                    cost: Mapping[int, float], k_limit: int | None, keep: set[int]) -> list[int]:
-    """Nodes that can host a worker of type t, cheapest first; cut to ``k_limit + w`` (+ ``keep``)."""
+                    cost: Mapping[int, float], k_limit: int | None, keep: set[int],
+                    memo: dict[int, list[tuple[float, int]]] | None = None) -> list[int]:
+    """Nodes that can host a worker of type t, cheapest first; cut to ``k_limit + w`` (+ ``keep``).
+    ``memo`` keeps each node's whole-GPU costs for the next type of the same round."""
     _pool, g, w = t
     scored: list[tuple[float, int]] = []
     for n in pool_nodes:
         if g >= MILLI:
             k = gpus_per_worker(g)
-            per = sorted(c for cl in classes[n] if cl.fixed == 0
-                         for c in [0.0 if cl.room == MILLI else _free_cost(cl, cost)] * len(cl.gpus))
-            if len(per) >= k:
-                scored.append((sum(per[:k]), n))
+            # the k cheapest GPUs, summed one by one as `sum` of the sorted per-GPU costs would
+            total, left = 0.0, k
+            for c, count in _whole_costs(classes[n], cost, memo):
+                take = min(count, left)
+                for _ in range(take):
+                    total += c
+                left -= take
+                if not left:
+                    scored.append((total, n))
+                    break
         else:
             opts = [0.0 if cl.room >= g else _free_cost(cl, cost)
                     for cl in classes[n] if MILLI - cl.fixed >= g]
@@ -183,15 +221,17 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
         if rnd.jobs[jid].pool in st.pool_index:
             types[type_of(rnd, jid)].append(jid)
     types = {t: sorted(js) for t, js in sorted(types.items())}
-    per_gpu = evictable_lp(rnd, protect) if evict else {}
+    per_gpu = evictable_lp(rnd, protect, {t[0] for t in types}) if evict else {}
 
     classes: dict[int, list[GpuClass]] = {}
     for p in sorted({t[0] for t in types}):
         classes.update(pool_classes(rnd, *st.pool_slice(p), per_gpu))
 
+    memo: dict[int, list[tuple[float, int]]] = {}
+
     def candidates(k_limit: int | None) -> dict[TypeKey, list[int]]:
-        return {t: candidate_nodes(range(*st.pool_slice(t[0])), classes, t, cost, k_limit, keep)
-                for t in types}
+        return {t: candidate_nodes(range(*st.pool_slice(t[0])), classes, t, cost, k_limit, keep,
+                                   memo) for t in types}
 
     pairs = candidates(None)
     n_pairs = sum(len(v) for v in pairs.values())
@@ -230,7 +270,9 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
     for n in sorted(set(whole_at) | set(frac_at)):
         wt, ft = whole_at.get(n, []), frac_at.get(n, [])
         pool = st.pools[int(st.node_pool[n])]
-        whole_supply: list[int] = []
+        whole_slots: list[int] = []
+        whole_supply: list[tuple[int, int]] = []   # (GPUs, the 0/1 that frees them)
+        free_whole = 0
         for cl in classes[n]:
             can_whole = bool(wt) and cl.fixed == 0
             frac_here = [t for t in ft if MILLI - cl.fixed >= t[1]]
@@ -251,7 +293,7 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                 cl_slots.append((e, qs))
                 loads.append(load)
                 if e is not None:
-                    whole_supply.append(e)
+                    whole_slots.append(e)
                 for t, q in qs.items():
                     frac_terms[t].append(q)
             if opts.symmetry_breaking:   # slots of a class are interchangeable: order by load
@@ -261,11 +303,18 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
             rest = len(cl.gpus) - cl.n_slots
             cl_rest = None
             if can_whole and rest > 0:
-                cl_rest = w.integer(lb=0, ub=rest, name=f"E_{n}_{cl.gpus[0]}")
-                for zv, _mm in freed:
-                    w.row([(1, cl_rest), (-rest, zv)], ub=0,
-                          name=f"free_{n}_{cl.gpus[0]}_{w.name(zv)}")
-                whole_supply.append(cl_rest)
+                cl.n_rest = rest
+                if not freed:               # empty GPUs: a constant supply
+                    free_whole += rest
+                elif len(freed) == 1:       # one LP job: evicting it frees the class
+                    cl_rest = freed[0][0]
+                else:                       # several: f_c ≤ z_j for each of them
+                    cl_rest = w.binary(f"f_{n}_{cl.gpus[0]}")
+                    for zv, _mm in freed:
+                        w.row([(1, cl_rest), (-1, zv)], ub=0,
+                              name=f"free_{n}_{cl.gpus[0]}_{w.name(zv)}")
+                if cl_rest is not None:
+                    whole_supply.append((rest, cl_rest))
             used_classes.append(cl)
             slots.append(cl_slots)
             rests.append(cl_rest)
@@ -274,8 +323,16 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                 k = gpus_per_worker(t[1])
                 y[(t, n)] = w.integer(lb=0, ub=min(t[2] * len(types[t]), int(st.node_gpus[n]) // k),
                                       name=f"y_{tn[t]}_{n}")
-            w.row([*((gpus_per_worker(t[1]), y[(t, n)]) for t in wt),
-                   *((-1, v) for v in whole_supply)], lb=0, ub=0, name=f"whole_{n}")
+            taken = [*((gpus_per_worker(t[1]), y[(t, n)]) for t in wt), *((-1, e) for e in whole_slots)]
+            # GPUs taken whole beyond the slots come from empty or freed classes, and every
+            # slot marked whole is taken by a worker (one ranged row when nothing is freed)
+            lb = 0 if whole_slots else -math.inf
+            if whole_supply:
+                w.row([*taken, *((-r, v) for r, v in whole_supply)], ub=free_whole, name=f"whole_{n}")
+                if whole_slots:
+                    w.row(taken, lb=0, name=f"slots_{n}")
+            else:
+                w.row(taken, lb=lb, ub=free_whole, name=f"whole_{n}")
 
     for t, js in types.items():
         workers = [y[(t, n)] for n in pairs[t] if (t, n) in y] if t[1] >= MILLI else frac_terms[t]
@@ -308,7 +365,19 @@ def decode_block(rnd: Round, b: Block, value: Mapping[mathopt.Variable, float]
                 whole_gpus[cl.node].append(cl.gpus[s])
             for t, q in qs.items():
                 frac_pos[t].extend([(cl.node, (cl.gpus[s],))] * iv(q))
-        whole_gpus[cl.node].extend(cl.gpus[cl.n_slots:cl.n_slots + iv(cl.rest)])
+    # beyond the slots, GPUs are taken from empty classes first, then from freed ones
+    need: dict[int, int] = defaultdict(int)
+    for (t, n), var in b.y.items():
+        need[n] += gpus_per_worker(t[1]) * iv(var)
+    for n, gl in whole_gpus.items():
+        need[n] -= len(gl)
+    for freed in (False, True):
+        for cl in b.classes:
+            if cl.n_rest and need[cl.node] > 0 and (cl.rest is not None) == freed and (
+                    not freed or iv(cl.rest)):
+                count = min(cl.n_rest, need[cl.node])
+                whole_gpus[cl.node].extend(cl.gpus[cl.n_slots:cl.n_slots + count])
+                need[cl.node] -= count
     whole_pos: dict[TypeKey, list[WorkerPlacement]] = defaultdict(list)
     for (t, n), var in b.y.items():
         k = gpus_per_worker(t[1])
@@ -361,9 +430,20 @@ def block_hint(rnd: Round, b: Block, decision: Decision) -> dict[mathopt.Variabl
                 whole.update(int(st.node_first_gpu[n]) + g for g in gpus)
             else:
                 frac[int(st.node_first_gpu[n]) + gpus[0]][t] += 1
+    first = st.node_first_gpu.tolist()
+    used_nodes = {int(st.gpu_node[g]) for g in (*whole, *frac)}
     seen: set[int] = set()
     for cl in b.classes:
-        base = int(st.node_first_gpu[cl.node])
+        for e, qs in cl.slot_vars:
+            if e is not None:
+                h[e] = 0.0
+            for q in qs.values():
+                h[q] = 0.0
+        if cl.rest is not None:
+            h.setdefault(cl.rest, 0.0)   # a complete hint: the solver need not fill it in
+        if cl.node not in used_nodes:   # nothing of the decision here (most classes)
+            continue
+        base = first[cl.node]
         gl = [base + g for g in cl.gpus]
         seen.update(gl)
         fr = sorted((g for g in gl if g in frac), key=lambda g: sum(t[1] * c for t, c in frac[g].items()))
@@ -373,10 +453,6 @@ def block_hint(rnd: Round, b: Block, decision: Decision) -> dict[mathopt.Variabl
         ws = min(len(wh), cl.n_slots - len(fr))
         slots: list[int | None] = [*([None] * (cl.n_slots - len(fr) - ws)), *fr, *wh[:ws]]
         for (e, qs), g in zip(cl.slot_vars, slots, strict=True):
-            if e is not None:
-                h[e] = 0.0
-            for q in qs.values():
-                h[q] = 0.0
             if g is None:
                 continue
             if g in whole:
@@ -387,10 +463,10 @@ def block_hint(rnd: Round, b: Block, decision: Decision) -> dict[mathopt.Variabl
                 if t not in qs:
                     return None
                 h[qs[t]] = float(c)
-        if cl.rest is not None:
-            h[cl.rest] = float(len(wh) - ws)
-        elif len(wh) > ws:
+        if len(wh) - ws > cl.n_rest:
             return None
+        if len(wh) > ws and cl.rest is not None:
+            h[cl.rest] = 1.0
     if not (whole | set(frac)) <= seen:
         return None
     for j in decision.victims:

@@ -115,7 +115,9 @@ def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     protect = rnd.params.hard_guarantee if opts.hard_guarantee is None else opts.hard_guarantee
     m = mathopt.Model(name="gfs_preemption")
     hp = [j for j in rnd.pending_hp if rnd.jobs[j].cls is JobClass.HP]
-    cost = {j: eviction_cost(rnd, j, obj) for j, r in rnd.running.items() if r.job.cls is JobClass.LP}
+    pools = {rnd.jobs[j].pool for j in hp}   # LP jobs elsewhere cannot make room for these
+    cost = {j: eviction_cost(rnd, j, obj) for j, r in rnd.running.items()
+            if r.job.cls is JobClass.LP and r.job.pool in pools}
     b = build_block(m, rnd, hp, evict=True, protect=protect, cost=cost, opts=opts.block(),
                     keep=keep_nodes)
     value = {j: hp_value(rnd, j, obj) for j in b.u}
