@@ -85,7 +85,7 @@ QUICK: list[Rule] = [
          r"examples/sweep-paper-a100\.toml", "examples/sweep-small.toml",
          "45 month-long simulations; the small example runs the same engines in seconds"),
     Rule(r"^gfs-opt reproduce (?!--quick)", r"^gfs-opt reproduce", "gfs-opt reproduce --quick",
-         "the full reproduction takes ≈ 6 min; --quick runs every stage at small settings"),
+         "the full reproduction takes ≈ 4 min; --quick runs every stage at small settings"),
 ]
 
 # Commands that run only with `-m slow` (they start a local Ray, or take a minute or more).
