@@ -161,18 +161,14 @@ def _free_cost(cls: GpuClass, cost: Mapping[int, float]) -> float:
     return sum(cost.get(j, 0.0) for j, _ in cls.lp)
 
 
-def _whole_costs(classes: list[GpuClass], cost: Mapping[int, float],
-                 memo: dict[int, list[tuple[float, int]]] | None) -> list[tuple[float, int]]:
-    """(cost of freeing one GPU, GPUs at that cost) of a node's classes that can be freed
-    entirely, cheapest first."""
-    node = classes[0].node if classes else -1
-    if memo is not None and node in memo:
-        return memo[node]
-    out = sorted((0.0 if cl.room == MILLI else _free_cost(cl, cost), len(cl.gpus))
-                 for cl in classes if cl.fixed == 0)
-    if memo is not None:
-        memo[node] = out
-    return out
+def _whole_costs(node: int, classes: list[GpuClass], cost: Mapping[int, float],
+                 memo: dict[int, list[tuple[float, int]]]) -> list[tuple[float, int]]:
+    """(cost of freeing one GPU, GPUs at that cost) of node's classes that can be freed
+    entirely, cheapest first; kept in ``memo`` by node."""
+    if node not in memo:
+        memo[node] = sorted((0.0 if cl.room == MILLI else _free_cost(cl, cost), len(cl.gpus))
+                            for cl in classes if cl.fixed == 0)
+    return memo[node]
 
 
 def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t: TypeKey,
@@ -181,13 +177,14 @@ def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t:
     """Nodes that can host a worker of type t, cheapest first; cut to ``k_limit + w`` (+ ``keep``).
     ``memo`` keeps each node's whole-GPU costs for the next type of the same round."""
     _pool, g, w = t
+    memo = {} if memo is None else memo
     scored: list[tuple[float, int]] = []
     for n in pool_nodes:
         if g >= MILLI:
             k = gpus_per_worker(g)
             # the k cheapest GPUs, summed one by one as `sum` of the sorted per-GPU costs would
             total, left = 0.0, k
-            for c, count in _whole_costs(classes[n], cost, memo):
+            for c, count in _whole_costs(n, classes[n], cost, memo):
                 take = min(count, left)
                 for _ in range(take):
                     total += c
@@ -221,10 +218,11 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
         if rnd.jobs[jid].pool in st.pool_index:
             types[type_of(rnd, jid)].append(jid)
     types = {t: sorted(js) for t, js in sorted(types.items())}
-    per_gpu = evictable_lp(rnd, protect, {t[0] for t in types}) if evict else {}
+    pools = sorted({t[0] for t in types})
+    per_gpu = evictable_lp(rnd, protect, pools) if evict else {}
 
     classes: dict[int, list[GpuClass]] = {}
-    for p in sorted({t[0] for t in types}):
+    for p in pools:
         classes.update(pool_classes(rnd, *st.pool_slice(p), per_gpu))
 
     memo: dict[int, list[tuple[float, int]]] = {}
@@ -326,13 +324,12 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
             taken = [*((gpus_per_worker(t[1]), y[(t, n)]) for t in wt), *((-1, e) for e in whole_slots)]
             # GPUs taken whole beyond the slots come from empty or freed classes, and every
             # slot marked whole is taken by a worker (one ranged row when nothing is freed)
-            lb = 0 if whole_slots else -math.inf
             if whole_supply:
                 w.row([*taken, *((-r, v) for r, v in whole_supply)], ub=free_whole, name=f"whole_{n}")
                 if whole_slots:
                     w.row(taken, lb=0, name=f"slots_{n}")
             else:
-                w.row(taken, lb=lb, ub=free_whole, name=f"whole_{n}")
+                w.row(taken, lb=0 if whole_slots else -math.inf, ub=free_whole, name=f"whole_{n}")
 
     for t, js in types.items():
         workers = [y[(t, n)] for n in pairs[t] if (t, n) in y] if t[1] >= MILLI else frac_terms[t]
@@ -371,13 +368,13 @@ def decode_block(rnd: Round, b: Block, value: Mapping[mathopt.Variable, float]
         need[n] += gpus_per_worker(t[1]) * iv(var)
     for n, gl in whole_gpus.items():
         need[n] -= len(gl)
-    for freed in (False, True):
-        for cl in b.classes:
-            if cl.n_rest and need[cl.node] > 0 and (cl.rest is not None) == freed and (
-                    not freed or iv(cl.rest)):
-                count = min(cl.n_rest, need[cl.node])
-                whole_gpus[cl.node].extend(cl.gpus[cl.n_slots:cl.n_slots + count])
-                need[cl.node] -= count
+    empty = [cl for cl in b.classes if cl.n_rest and cl.rest is None]
+    freed = [cl for cl in b.classes if cl.n_rest and cl.rest is not None and iv(cl.rest)]
+    for cl in (*empty, *freed):
+        count = min(cl.n_rest, need[cl.node])
+        if count > 0:
+            whole_gpus[cl.node].extend(cl.gpus[cl.n_slots:cl.n_slots + count])
+            need[cl.node] -= count
     whole_pos: dict[TypeKey, list[WorkerPlacement]] = defaultdict(list)
     for (t, n), var in b.y.items():
         k = gpus_per_worker(t[1])
