@@ -216,6 +216,9 @@ class ClusterState:
         self.alloc: dict[int, tuple[JobClass, int, Placement]] = {}
         bounds = np.searchsorted(self.node_pool, np.arange(len(self.pools) + 1))
         self._pool_bounds = [(int(bounds[i]), int(bounds[i + 1])) for i in range(len(self.pools))]
+        #: per pool, its largest node's GPUs (G_p): a worker of G_p whole GPUs takes a whole node
+        self.pool_node_gpus: list[int] = [int(self.node_gpus[a:b].max(initial=0))
+                                          for a, b in self._pool_bounds]
         self.pool_capacity = np.array([int(self.node_gpus[a:b].sum()) * MILLI for a, b in self._pool_bounds],
                                       dtype=np.int64)
         self.pool_used = np.zeros(len(self.pools), dtype=np.int64)
@@ -615,6 +618,17 @@ class ClusterState:
                 return f
         return 0
 
+    def whole_free_nodes(self, pool: int) -> int:
+        """Nodes of the pool's largest size G_p with every GPU free: what a worker of G_p whole
+        GPUs can start on without evicting anyone."""
+        return self.free_hist[pool][self.pool_node_gpus[pool]]
+
+    def takes_whole_node(self, job: Job) -> bool:
+        """Whether each worker of ``job`` takes a whole node of its pool's largest size."""
+        p = self.pool_index.get(job.pool)
+        return (p is not None and job.g >= MILLI
+                and gpus_per_worker(job.g) >= self.pool_node_gpus[p] > 0)
+
     def whole_slots(self, pool: int, k: int) -> int:
         """Σ_n ⌊free_n / k⌋ over a pool's nodes: workers of k whole GPUs that fit side by side."""
         return _whole_slots(self.free_hist[pool], k)
@@ -689,19 +703,24 @@ class PoolStatus:
     succeeded: int = 0          # (node cost S)
     oldest_lp_wait: float = 0.0  # seconds the oldest pending LP job waited since (re)queue
     has_hp_history: bool = True
+    #: GPUs held now by HP workers that take a whole node of the pool's largest size (the
+    #: shape reserve's starting point; restated at each quota refresh)
+    hp_whole_gpus: float = 0.0
 
     def counted(self, ok: bool) -> PoolStatus:
         """This status with one more window outcome since the start (``succeeded`` or
         ``failed`` + 1; `dataclasses.replace` costs twice as much, once per window outcome)."""
         return PoolStatus(self.eta, self.recent_failed, self.recent_succeeded,
                           self.failed + (not ok), self.succeeded + ok, self.oldest_lp_wait,
-                          self.has_hp_history)
+                          self.has_hp_history, self.hp_whole_gpus)
 
-    def with_recent(self, succeeded: int, failed: int, oldest_lp_wait: float) -> PoolStatus:
+    def with_recent(self, succeeded: int, failed: int, oldest_lp_wait: float,
+                    hp_whole_gpus: float | None = None) -> PoolStatus:
         """This status with the last H hours' outcomes and the oldest LP wait restated (each
         refresh, for every pool whose numbers moved; `dataclasses.replace` costs twice as much)."""
         return PoolStatus(self.eta, failed, succeeded, self.failed, self.succeeded,
-                          oldest_lp_wait, self.has_hp_history)
+                          oldest_lp_wait, self.has_hp_history,
+                          self.hp_whole_gpus if hp_whole_gpus is None else hp_whole_gpus)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,10 @@ POLICIES: dict[str, tuple[type[Policy], dict[str, Any]]] = {
     "gfs-static-eta": (GFSPolicy, {"static_eta": True}),
     "gfs-no-history": (GFSPolicy, {"use_history": False}),
     "gfs-naive-victims": (GFSPolicy, {"victims": "naive"}),
+    # the mechanisms of "GFS wins both at once" (issue 37), one at a time
+    "gfs-no-shape": (GFSPolicy, {"shape": False}),
+    "gfs-no-beside": (GFSPolicy, {"lp_beside_hp": False}),
+    "gfs-worker-victims": (GFSPolicy, {"gang_victims": False}),
 }
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 from gfs_opt.model import ClusterState, Decision, JobClass, Params, Round, RunningJob
@@ -57,6 +58,7 @@ class Policy(ABC):
         """Called once before a simulation (or a standalone solve) starts."""
         self.params = params
         self._fit_memos: dict[str, FitMemo] = {}
+        self._lp_reserves: Mapping[tuple[str, float], int] | None = None
         if self.spot is not None:
             self.spot.reset(state, params, origin)
 
@@ -81,10 +83,12 @@ class Policy(ABC):
         wrong True would change the replay."""
         return False
 
-    def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:
-        """Hourly maximum of HP GPUs in use per (pool, org) for the hour that ends at ``t``."""
+    def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float],
+                     whole_usage: Mapping[str, float] | None = None) -> None:
+        """Hourly maximum of HP GPUs in use per (pool, org) for the hour that ends at ``t``, and
+        of HP GPUs held by whole-node workers per pool (None where the caller does not know)."""
         if self.spot is not None:
-            self.spot.observe_hour(t, hp_usage)
+            self.spot.observe_hour(t, hp_usage, whole_usage)
 
     def on_day(self, t: float) -> None:
         """Midnight of simulated time (forecaster refits)."""
@@ -249,5 +253,16 @@ class ComposedPolicy(GreedyPolicy):
                 memo=self.fit_memo("hp", preemptive=self.victim_rule is not None))
 
     def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
-        return lp_pass(rnd, decision, order=self.order, placer=self.placer(rnd), quotas=quotas,
-                       memo=self.fit_memo("lp", preemptive=False))
+        return lp_pass(rnd, decision, order=self.order, placer=self.lp_placer(rnd),
+                       quotas=quotas, memo=self.fit_memo("lp", preemptive=False))
+
+    def lp_placer(self, rnd: Round) -> Placer:
+        """The LP pass's placer: the round's, holding back the spot quota's whole-node reserve
+        when it has one. The LP memo's failures were seen under the reserve they were tried
+        with, so a new reserve forgets them (it changes only at a quota refresh)."""
+        placer = self.placer(rnd)
+        reserves = self.spot.reserves_in_force() if self.spot is not None else None
+        if reserves != getattr(self, "_lp_reserves", None):
+            self._lp_reserves = reserves
+            getattr(self, "_fit_memos", {}).pop("lp", None)
+        return placer if reserves is None else replace(placer, reserves=reserves)

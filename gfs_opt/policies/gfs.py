@@ -33,13 +33,21 @@ class GFSPolicy(ComposedPolicy):
     victims: "two-pointer" (GFS) or "naive" (ablation: first candidate node, no cost awareness).
     quota: "rule" (paper) or "none" (admit LP whenever it fits).
     eta_every_s: how often the η feedback may act (default hourly; see `SpotQuota`).
+    shape: the quota's shape dimension: whole nodes kept free of LP for the forecast
+        whole-node HP demand (`gfs_opt.quota.shape`); False = ablation `gfs-no-shape`.
+    lp_beside_hp: LP gangs go beside HP work among equally tight nodes; False = ablation
+        `gfs-no-beside` (beside other LP, PTS's co-location).
+    gang_victims: an HP gang's victims are chosen with the gang in view (a node's cost shared
+        by the workers its victims make room for); False = ablation `gfs-worker-victims`.
     """
 
     name = "gfs"
 
     def __init__(self, forecaster: str = "prophet", static_eta: bool = False,
                  use_history: bool = True, victims: str = "two-pointer", quota: str = "rule",
-                 aggregation: str = "independent", eta_every_s: float = 3600.0) -> None:
+                 aggregation: str = "independent", eta_every_s: float = 3600.0,
+                 shape: bool = True, lp_beside_hp: bool = True,
+                 gang_victims: bool = True) -> None:
         if quota not in {"rule", "none"}:
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
@@ -47,10 +55,12 @@ class GFSPolicy(ComposedPolicy):
         super().__init__(
             order=PTS_ORDER,
             admission=SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
-                                eta_every_s=eta_every_s) if quota == "rule" else NoQuota(),
-            placement=BestFit(history=use_history),
+                                eta_every_s=eta_every_s, shape=shape)
+            if quota == "rule" else NoQuota(),
+            placement=BestFit(history=use_history, lp_beside_hp=lp_beside_hp),
             victim_rule=(PreemptRule("naive", "count", first_candidate_only=True)
-                         if victims == "naive" else PreemptRule("two-pointer", "gfs")))
+                         if victims == "naive"
+                         else PreemptRule("two-pointer", "gfs", gang_aware=gang_victims)))
         self.forecaster_name = forecaster
         self.static_eta = static_eta
         self.use_history = use_history
@@ -58,8 +68,13 @@ class GFSPolicy(ComposedPolicy):
         self.quota_mode = quota
         self.aggregation = aggregation
         self.eta_every_s = eta_every_s
+        self.shape = shape
+        self.lp_beside_hp = lp_beside_hp
+        self.gang_victims = gang_victims
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
                 "use_history": self.use_history, "victims": self.victims,
-                "quota": self.quota_mode, "eta_every_s": self.eta_every_s}
+                "quota": self.quota_mode, "eta_every_s": self.eta_every_s,
+                "shape": self.shape, "lp_beside_hp": self.lp_beside_hp,
+                "gang_victims": self.gang_victims}

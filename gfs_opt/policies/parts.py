@@ -121,11 +121,13 @@ class BestFit:
     class; with ``history``, ties go by E(n), the node's recent evictions (HP to troubled nodes,
     LP to calm ones)."""
 
-    def __init__(self, history: bool = False) -> None:
+    def __init__(self, history: bool = False, lp_beside_hp: bool = False) -> None:
         self.history = history
-        self.name = "best fit + E(n)" if history else "best fit"
+        self.lp_beside_hp = lp_beside_hp
+        self.name = ("best fit + E(n)" if history else "best fit") + (
+            ", LP beside HP" if lp_beside_hp else "")
         self._evictions = EvictionHistory()
-        self._plain = Placer(None, use_history=False)
+        self._plain = Placer(None, use_history=False, lp_beside_hp=lp_beside_hp)
         self._scored = self._plain
 
     def placer(self, rnd: Round) -> Placer:
@@ -133,7 +135,7 @@ class BestFit:
             return self._plain
         scores = self._evictions.scores(rnd)
         if self._scored.e_score is not scores:   # new counts come every 300 s, passes far more often
-            self._scored = Placer(scores, use_history=True)
+            self._scored = Placer(scores, use_history=True, lp_beside_hp=self.lp_beside_hp)
         return self._scored
 
 

@@ -134,9 +134,12 @@ class PreemptRule:
     victim_order: str = "two-pointer"
     node_cost: str = "gfs"
     first_candidate_only: bool = False  # naive ablation: take the first candidate node
+    #: for an HP gang of several whole-GPU workers, a node's cost is shared by the workers its
+    #: victims make room for (an LP gang evicted once frees every node it ran on)
+    gang_aware: bool = False
 
 
-#: GFS's rule: two-pointer victims, eviction-history node cost
+#: the paper's rule: two-pointer victims, eviction-history node cost
 PTS_RULE = PreemptRule()
 
 
@@ -307,12 +310,14 @@ def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
     placed: list[WorkerPlacement] = []
     victims: list[int] = []
     touched: set[int] = set()
+    gang = rule.gang_aware and job.g >= MILLI
     try:
         with probing(st) as probe:
-            for _ in range(job.workers):
+            for w in range(job.workers):
                 wp = place_worker(st, job, e_score, use_history)
                 if wp is None:
-                    ch = preemptive_worker(ctx, job, rule, cache)
+                    ch = (_gang_worker(ctx, job, rule, cache, job.workers - w) if gang
+                          else preemptive_worker(ctx, job, rule, cache))
                     if ch is None:
                         return None
                     for jid in ch.victims:
@@ -329,6 +334,48 @@ def place_gang_preemptive(ctx: PreemptContext, job: Job, rule: PreemptRule,
         for n in touched:
             cache.pop(n, None)
     return tuple(placed), victims
+
+
+def _gang_worker(ctx: PreemptContext, job: Job, rule: PreemptRule, cache: ChoiceCache,
+                 left: int) -> VictimChoice | None:
+    """`preemptive_worker` for a worker of a gang with ``left`` workers still to place: each
+    candidate node's cost is divided by the workers its victims make room for (on that node and
+    on every node the victims also run on), at most ``left``. Evicting one LP gang that spans
+    four nodes then costs a 4-worker HP gang one eviction, not four (the plain rule picks node
+    by node and evicts a different LP job on each)."""
+    st = ctx.state
+    order, cost = VICTIM_ORDERS[rule.victim_order], NODE_COSTS[rule.node_cost]
+    k = gpus_per_worker(job.g)
+    pool = st.pool_index[job.pool]
+    lo, hi = st.pool_slice(pool)
+    nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
+    best: VictimChoice | None = None
+    best_key = (float("inf"), 0)
+    for n in (lo + np.flatnonzero(nonhp >= k)).tolist():
+        ch = _cached(cache, n, (-k, n), partial(choose_on_node, ctx, n, k, order, cost))
+        if ch is None:
+            continue
+        key = (ch.cost / min(left, _room_made(ctx, ch, k)), n)
+        if key < best_key:
+            best, best_key = ch, key
+    return best
+
+
+def _room_made(ctx: PreemptContext, ch: VictimChoice, k: int) -> int:
+    """Workers of ``k`` whole GPUs that fit on the nodes ``ch``'s victims run on once they are
+    gone (its own node included, at least 1)."""
+    st = ctx.state
+    gone = set(ch.victims)
+    nodes = {ch.node}
+    for jid in ch.victims:
+        nodes.update(n for n, _g in ctx.running[jid].placement)
+    room = 0
+    for n in nodes:
+        a, b = int(st.node_first_gpu[n]), int(st.node_first_gpu[n + 1])
+        free = sum(1 for gi in range(a, b) if st.gpu_hp.item(gi) == 0
+                   and all(j in gone for j in st.gpu_jobs[gi]))
+        room += free // k
+    return max(1, room)
 
 
 def _drop(cache: ChoiceCache, node: int, touched: set[int]) -> None:

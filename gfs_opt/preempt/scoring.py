@@ -8,7 +8,7 @@ over the pool, and best fit scores only the nodes that can win.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -68,17 +68,33 @@ class EvictionHistory:
 
 
 def best_node_whole(state: ClusterState, pool: int, k: int, cls: JobClass,
-                    e_score: np.ndarray | None, use_history: bool = True) -> int:
+                    e_score: np.ndarray | None, use_history: bool = True, hide: int = 0,
+                    beside_hp: bool = False) -> int:
     """Node (global index) for one worker needing ``k`` whole GPUs, or −1.
 
-    Lowest ``100·(free+1) − same_class`` wins (best fit, then co-location with the own class);
-    ties: LP prefers calm nodes (high E), HP prefers troubled ones (low E), then lowest index.
+    Lowest ``100·(free+1) − same_class`` wins (best fit, then co-location with the own class;
+    with ``beside_hp`` an LP worker counts the node's HP GPUs instead); ties: LP prefers calm
+    nodes (high E), HP prefers troubled ones (low E), then lowest index. ``hide``: that many of
+    the pool's whole free nodes are held back (the shape reserve, `Placer.reserves`).
     """
     lo, hi = state.pool_slice(pool)
-    same = state.node_hp_gpus[lo:hi] if cls is JobClass.HP else state.node_lp_gpus[lo:hi]
+    same = (state.node_hp_gpus if cls is JobClass.HP or beside_hp else state.node_lp_gpus)[lo:hi]
     e = e_score[lo:hi] if use_history and e_score is not None else None
-    i = _best_fit(state.node_free[lo:hi], same, e, cls, k, state.free_hist[pool])
+    i = _best_fit(state.node_free[lo:hi], same, e, cls, k, _hidden(state, pool, hide))
     return -1 if i < 0 else lo + i
+
+
+def _hidden(state: ClusterState, pool: int, hide: int) -> list[int]:
+    """The pool's free-GPU histogram with ``hide`` whole free nodes of its largest size taken
+    out: best fit then breaks a whole node only while more than ``hide`` of them are free. All
+    whole free nodes of that size are alike to a worker, so hiding a count is hiding nodes."""
+    hist = state.free_hist[pool]
+    if hide <= 0:
+        return hist
+    out = list(hist)
+    size = state.pool_node_gpus[pool]
+    out[size] = max(0, out[size] - hide)
+    return out
 
 
 def _best_fit(free: np.ndarray, same: np.ndarray, e: np.ndarray | None, cls: JobClass, k: int,
@@ -110,7 +126,8 @@ def _best_fit(free: np.ndarray, same: np.ndarray, e: np.ndarray | None, cls: Job
 
 
 def whole_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
-               use_history: bool = True) -> Placement | None:
+               use_history: bool = True, hide: int = 0,
+               beside_hp: bool = False) -> Placement | None:
     """`place_gang` of a whole-GPU gang under best fit, without holding workers on the state.
 
     Placing a worker on the chosen node lowers that node's key (k fewer free GPUs, k more of
@@ -124,9 +141,10 @@ def whole_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
     k = gpus_per_worker(job.g)
     lo, hi = state.pool_slice(pool)
     free = state.node_free[lo:hi].copy()
-    same = (state.node_hp_gpus if job.cls is JobClass.HP else state.node_lp_gpus)[lo:hi]
+    same = (state.node_hp_gpus if job.cls is JobClass.HP or beside_hp
+            else state.node_lp_gpus)[lo:hi]
     e = e_score[lo:hi] if use_history and e_score is not None else None
-    hist = list(state.free_hist[pool])
+    hist = list(_hidden(state, pool, hide))
     placed: list[WorkerPlacement] = []
     left = job.workers
     while left:
@@ -173,20 +191,22 @@ def free_gpus_on(state: ClusterState, node: int, k: int) -> tuple[int, ...]:
 
 
 def place_worker(state: ClusterState, job: Job, e_score: np.ndarray | None,
-                 use_history: bool = True) -> tuple[int, tuple[int, ...]] | None:
-    """Non-preemptive placement of one worker (not yet allocated)."""
+                 use_history: bool = True, hide: int = 0,
+                 beside_hp: bool = False) -> tuple[int, tuple[int, ...]] | None:
+    """Non-preemptive placement of one worker (not yet allocated); ``hide`` and ``beside_hp``
+    as in `best_node_whole`."""
     pool = state.pool_index[job.pool]
     if job.g < MILLI:
         gi = best_gpu_fraction(state, pool, job.g)
         if gi >= 0:
             node = int(state.gpu_node[gi])
             return node, (gi - int(state.node_first_gpu[node]),)
-        node = best_node_whole(state, pool, 1, job.cls, e_score, use_history)
+        node = best_node_whole(state, pool, 1, job.cls, e_score, use_history, hide, beside_hp)
         if node < 0:
             return None
         return node, free_gpus_on(state, node, 1)
     k = gpus_per_worker(job.g)
-    node = best_node_whole(state, pool, k, job.cls, e_score, use_history)
+    node = best_node_whole(state, pool, k, job.cls, e_score, use_history, hide, beside_hp)
     if node < 0:
         return None
     return node, free_gpus_on(state, node, k)
@@ -217,7 +237,7 @@ def worker_slots(state: ClusterState, job: Job, gpus_per_node: np.ndarray | None
 
 def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
                use_history: bool = True, worker_fn: WorkerFn | None = None,
-               ) -> Placement | None:
+               hide: int = 0, beside_hp: bool = False) -> Placement | None:
     """Place all workers or none, without preemption.
 
     Workers are held one by one under probe ids on the live state (so each worker sees the
@@ -225,14 +245,14 @@ def place_gang(state: ClusterState, job: Job, e_score: np.ndarray | None,
     """
     if not pool_can_fit(state, job):
         return None
-    fn = worker_fn or (lambda s, j: place_worker(s, j, e_score, use_history))
+    fn = worker_fn or (lambda s, j: place_worker(s, j, e_score, use_history, hide, beside_hp))
     if job.workers > 1 and worker_slots(state, job) < job.workers:
         return None
     if job.workers == 1:  # nothing to hold for later workers
         wp = fn(state, job)
         return None if wp is None else (wp,)
     if worker_fn is None and job.g >= MILLI:
-        return whole_gang(state, job, e_score, use_history)
+        return whole_gang(state, job, e_score, use_history, hide, beside_hp)
     with probing(state) as probe:
         placed: list[WorkerPlacement] = []
         for _ in range(job.workers):
@@ -256,9 +276,29 @@ class Placer:
     e_score: np.ndarray | None = None
     use_history: bool = True
     worker_fn: WorkerFn | None = None
+    #: LP workers go beside HP work: among equally tight nodes, the one with the most HP GPUs
+    #: (a node that holds HP cannot be taken whole, so its LP is safe from whole-node HP workers)
+    lp_beside_hp: bool = False
+    #: the shape reserve: whole free nodes of each (pool, guarantee class) that LP may not break
+    #: (`gfs_opt.quota.shape`); None: none
+    reserves: Mapping[tuple[str, float], int] | None = None
 
     def gang(self, state: ClusterState, job: Job) -> Placement | None:
-        return place_gang(state, job, self.e_score, self.use_history, self.worker_fn)
+        if job.cls is JobClass.HP:
+            return place_gang(state, job, self.e_score, self.use_history, self.worker_fn)
+        hide = 0 if self.reserves is None else reserve_for(self.reserves, job.pool,
+                                                             job.guarantee_h)
+        return place_gang(state, job, self.e_score, self.use_history, self.worker_fn, hide,
+                          self.lp_beside_hp)
+
+
+def reserve_for(reserves: Mapping[tuple[str, float], int], pool: str, d: float) -> int:
+    """Whole nodes held back from an LP job of class ``d`` in ``pool``: its class's reserve,
+    else the pool's largest (a class without its own entry gets the strictest)."""
+    r = reserves.get((pool, d))
+    if r is not None:
+        return r
+    return max((v for (p, _d), v in reserves.items() if p == pool), default=0)
 
 
 #: best fit without eviction history (the exact solvers' warm starts, the baselines)

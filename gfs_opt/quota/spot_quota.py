@@ -20,6 +20,7 @@ from gfs_opt.forecast.provider import ForecastProvider
 from gfs_opt.model import ClusterState, Decision, Params, PoolForecast, Round, SolveReport
 from gfs_opt.quota.admission import quota_wait
 from gfs_opt.quota.rule import rule_quotas, update_eta
+from gfs_opt.quota.shape import pool_reserves
 
 Quotas = dict[tuple[str, float], int]
 
@@ -44,18 +45,23 @@ class SpotQuota:
     eta_every_s: the feedback acts at most this often. The quota refreshes every 300 s but ER
         looks back H hours; correcting at every refresh would compound one measurement up to 48
         times.
+    shape: also forecast the HP demand of whole-node workers and keep that many whole nodes
+        free of LP (`gfs_opt.quota.shape`, the quota's shape dimension).
     """
 
     def __init__(self, forecaster: str = "prophet", adaptive: bool = True,
-                 aggregation: str = "independent", eta_every_s: float = 3600.0) -> None:
+                 aggregation: str = "independent", eta_every_s: float = 3600.0,
+                 shape: bool = False) -> None:
         self.forecaster = forecaster
         self.adaptive = adaptive
         self.aggregation = aggregation
         self.eta_every_s = eta_every_s
+        self.shape = shape
 
     @property
     def name(self) -> str:
-        return f"spot quota ({self.forecaster}, {'adaptive η' if self.adaptive else 'η = 1'})"
+        eta = "adaptive η" if self.adaptive else "η = 1"
+        return f"spot quota ({self.forecaster}, {eta}{', whole-node reserve' if self.shape else ''})"
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         self.params = params
@@ -65,19 +71,34 @@ class SpotQuota:
         self.last_eta_update = -float("inf")
         self.diag = {p: QuotaDiagnostics() for p in state.pools}
         where: dict[str, Any] = {} if origin is None else {"origin": origin}  # the trace's t = 0
-        self.provider = ForecastProvider(
-            self.forecaster, horizon_h=params.horizon_h, rho=params.rho,
-            aggregation=self.aggregation, refit_from=max(0.0, params.eval_start - 86_400.0),
-            **where)
+
+        def provider() -> ForecastProvider:
+            return ForecastProvider(
+                self.forecaster, horizon_h=params.horizon_h, rho=params.rho,
+                aggregation=self.aggregation, refit_from=max(0.0, params.eval_start - 86_400.0),
+                **where)
+
+        self.provider = provider()
+        # the whole-node part of the HP demand, one series per pool (the shape reserve's input)
+        self.whole_provider = provider() if self.shape else None
+        self.reserves: dict[tuple[str, float], int] | None = None
+        self.whole_forecasts: Mapping[str, PoolForecast] = {}
 
     # ---- clock hooks (forwarded by the policy) --------------------------------------------
-    def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float]) -> None:
-        # the maximum belongs to the hour that just ended
+    def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float],
+                     whole_usage: Mapping[str, float] | None = None) -> None:
+        """Hourly maxima of the hour that ends at ``t``: HP GPUs per (pool, org) and, for the
+        shape reserve, HP GPUs of whole-node workers per pool."""
         self.provider.observe(t - 3600.0, hp_usage)
+        if self.whole_provider is not None and whole_usage is not None:
+            self.whole_provider.observe(t - 3600.0, {(p, "whole-node"): v
+                                                     for p, v in whole_usage.items()})
 
     def on_day(self, t: float) -> None:
         if not self._after_window(t):
             self.provider.refit(t)
+            if self.whole_provider is not None:
+                self.whole_provider.refit(t)
 
     # ---- the loop -------------------------------------------------------------------------
     def _after_window(self, t: float) -> bool:
@@ -106,6 +127,7 @@ class SpotQuota:
             if not self.lifted:
                 self.lifted = True
                 self.quotas = {}
+                self.reserves = None
                 decision.quotas = {}
             return
         eta: dict[str, float] = {}
@@ -131,6 +153,10 @@ class SpotQuota:
         else:
             self.quotas = rule_quotas(rnd, eta, forecasts=forecasts, history=history)
             self._rule = (forecasts, asked, dict(self.quotas))
+        if self.whole_provider is not None:
+            self.whole_forecasts = self.whole_provider.pool_forecasts(rnd.time)
+            self.reserves = pool_reserves(rnd.state, self.whole_forecasts, rnd.pools, eta,
+                                          rnd.params.rho, rnd.params.guarantee_classes)
         if self._in_window(rnd.time):
             self._note(rnd, eta, forecasts)
         decision.eta = eta
@@ -170,6 +196,10 @@ class SpotQuota:
     def in_force(self) -> Quotas | None:
         """The quotas an LP pass applies now (None: no quota)."""
         return self.quotas or None
+
+    def reserves_in_force(self) -> dict[tuple[str, float], int] | None:
+        """The whole-node reserves an LP pass applies now (None: none, or no shape dimension)."""
+        return self.reserves or None
 
     def count_denials(self, t: float, denied: Mapping[str, int]) -> None:
         if denied and self._in_window(t):

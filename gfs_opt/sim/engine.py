@@ -147,6 +147,9 @@ class Simulator:
         self.quotas: dict[tuple[str, float], int] = {}
         self.hp_usage: dict[tuple[str, str], int] = {}
         self.hour_max: dict[tuple[str, str], int] = {}
+        # the same for HP workers that take a whole node, per pool (the quota's shape dimension)
+        self.hp_whole: dict[str, int] = dict.fromkeys(self.state.pools, 0)
+        self.whole_hour_max: dict[str, int] = dict.fromkeys(self.state.pools, 0)
         self.dirty: set[str] = set(self.state.pools)
         self.recorder = Recorder(self.state, self.params, self.cfg.eval_start, self.cfg.eval_end,
                                  self.cfg.sample_s)
@@ -242,6 +245,11 @@ class Simulator:
         self.hp_usage[key] = v
         if v > self.hour_max.get(key, 0):
             self.hour_max[key] = v
+        if self.state.takes_whole_node(job):
+            w = self.hp_whole[job.pool] + delta
+            self.hp_whole[job.pool] = w
+            if w > self.whole_hour_max[job.pool]:
+                self.whole_hour_max[job.pool] = w
 
     def _window_outcome(self, r: JobRun, t: float, ok: bool) -> None:
         pool = r.job.pool
@@ -310,10 +318,12 @@ class Simulator:
                 self._recent_ok[pool] -= dq.popleft()[1]
             ok, failed = self._recent_ok[pool], len(dq) - self._recent_ok[pool]
             wait = self._oldest_lp_wait(pool, t)
+            whole = self.hp_whole[pool] / MILLI
             st = self.pool_status[pool]
             # most refreshes of a calm pool restate what its status says: no new record then
-            if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait) != (ok, failed, wait):
-                self.pool_status[pool] = st.with_recent(ok, failed, wait)
+            if ((st.recent_succeeded, st.recent_failed, st.oldest_lp_wait, st.hp_whole_gpus)
+                    != (ok, failed, wait, whole)):
+                self.pool_status[pool] = st.with_recent(ok, failed, wait, whole)
         for window, counts, span in ((self.node_evictions, self._c1d, DAY),
                                      (self._evictions_1h, self._c1h, HOUR)):
             while window and window[0][0] < t - span:
@@ -492,8 +502,10 @@ class Simulator:
                 break
             # hour boundary: usage history for the forecaster; midnight: refit
             if t == next_hour:
-                self.policy.observe_hour(t, {k: v / MILLI for k, v in self.hour_max.items()})
+                self.policy.observe_hour(t, {k: v / MILLI for k, v in self.hour_max.items()},
+                                         {p: v / MILLI for p, v in self.whole_hour_max.items()})
                 self.hour_max = {k: v for k, v in self.hp_usage.items() if v > 0}
+                self.whole_hour_max = dict(self.hp_whole)
                 next_hour += HOUR
             if t == next_day:
                 self.policy.on_day(t)
