@@ -772,6 +772,9 @@ class Round:
     forecasts: Mapping[str, PoolForecast] = field(default_factory=dict)
     pools: Mapping[str, PoolStatus] = field(default_factory=dict)
     quotas: Mapping[tuple[str, float], int] = field(default_factory=dict)  # (pool, class h) → milli
+    # whole free nodes of the pool's largest size an LP job of the class may not break
+    # (the spot quota's shape dimension, `gfs_opt.quota.shape`); no entry: none
+    reserves: Mapping[tuple[str, float], int] = field(default_factory=dict)
     node_evictions_1h: np.ndarray | None = None
     node_evictions_1d: np.ndarray | None = None
     params: Params = field(default_factory=Params)
@@ -809,6 +812,7 @@ class Round:
             running=plain_dict(self.running), pending_hp=pending_hp, pending_lp=pending_lp,
             queued_since={j: since[j] for j in [*pending_hp, *pending_lp] if j in since},
             forecasts=dict(self.forecasts), pools=dict(self.pools), quotas=dict(self.quotas),
+            reserves=dict(self.reserves),
             node_evictions_1h=None if self.node_evictions_1h is None
             else self.node_evictions_1h.copy(),
             node_evictions_1d=None if self.node_evictions_1d is None
@@ -843,6 +847,7 @@ class Decision:
     placements: dict[int, Placement] = field(default_factory=dict)
     victims: list[int] = field(default_factory=list)
     quotas: dict[tuple[str, float], int] | None = None
+    reserves: dict[tuple[str, float], int] | None = None   # whole-node reserves (shape quota)
     eta: dict[str, float] | None = None
     forecasts: dict[str, PoolForecast] | None = None   # replace the round's forecasts
     hp_history: dict[str, bool] | None = None          # PoolStatus.has_hp_history per pool

@@ -245,7 +245,9 @@ def round_to_dict(rnd: Round, meta: Mapping[str, Any] | None = None) -> dict[str
     pools = {str(name): {"eta": float(s.eta), "recent_failed": int(s.recent_failed),
                          "recent_succeeded": int(s.recent_succeeded), "failed": int(s.failed),
                          "succeeded": int(s.succeeded), "oldest_lp_wait": float(s.oldest_lp_wait),
-                         "has_hp_history": bool(s.has_hp_history)}
+                         "has_hp_history": bool(s.has_hp_history),
+                         # only where the shape reserve has something to start from
+                         **({"hp_whole_gpus": float(s.hp_whole_gpus)} if s.hp_whole_gpus else {})}
              for name, s in rnd.pools.items()}
     forecasts = {str(name): {"mean": [float(x) for x in f.mean], "std": [float(x) for x in f.std],
                              "samples": None if f.samples is None
@@ -271,6 +273,9 @@ def round_to_dict(rnd: Round, meta: Mapping[str, Any] | None = None) -> dict[str
         "forecasts": forecasts,
         "quotas": [{"pool": str(pool), "class_h": float(d), "gpus": _gpus(q)}
                    for (pool, d), q in rnd.quotas.items()],
+        # only where a policy holds whole nodes back (files of other rounds stay as they were)
+        **({"reserves": [{"pool": str(pool), "class_h": float(d), "nodes": int(r)}
+                         for (pool, d), r in rnd.reserves.items()]} if rnd.reserves else {}),
         "node_evictions_1h": per_node(rnd.node_evictions_1h),
         "node_evictions_1d": per_node(rnd.node_evictions_1d),
         "quota_due": bool(rnd.quota_due),

@@ -217,6 +217,16 @@ class _Checker:
             else:
                 first[key] = i
 
+    def reserves(self) -> None:
+        first: dict[tuple[str, float], int] = {}
+        for i, r in enumerate(self.doc.reserves):
+            self.pool_known(f"reserves[{i}].pool", r.pool)
+            key = (r.pool, r.class_h)
+            if key in first:
+                self.add(f"reserves[{i}]", f"pool {_q(r.pool)} class {_num(r.class_h)} h is already at reserves[{first[key]}]")
+            else:
+                first[key] = i
+
     def evictions(self) -> None:
         n = len(self.doc.nodes)
         for name in ("node_evictions_1h", "node_evictions_1d"):
@@ -232,6 +242,7 @@ class _Checker:
         self.queues()
         self.forecasts()
         self.quotas()
+        self.reserves()
         self.evictions()
         return self.problems
 
@@ -280,6 +291,7 @@ class _Checker:
                        for pool, f in doc.forecasts.items()},
             pools={pool: PoolStatus(**s.model_dump()) for pool, s in doc.pools.items()},
             quotas={(q.pool, q.class_h): round(q.gpus * MILLI) for q in doc.quotas},
+            reserves={(r.pool, r.class_h): r.nodes for r in doc.reserves},
             node_evictions_1h=self.per_node(doc.node_evictions_1h),
             node_evictions_1d=self.per_node(doc.node_evictions_1d),
             params=params, quota_due=doc.quota_due)

@@ -73,6 +73,8 @@ class PoolIn(_Strict):
     succeeded: Count = Field(_S.succeeded, description="succeeded windows since the evaluation start (S)")
     oldest_lp_wait: Seconds = Field(_S.oldest_lp_wait, description="wait of the oldest pending LP job since (re)queue")
     has_hp_history: bool = Field(_S.has_hp_history, description="false: the pool gets quota = capacity")
+    hp_whole_gpus: float = Field(_S.hp_whole_gpus, ge=0, le=MAX_GPUS,
+                                 description="GPUs held by HP workers that take a whole node")
 
 
 class NodeIn(_Strict):
@@ -135,6 +137,15 @@ class QuotaIn(_Strict):
     gpus: float = Field(ge=0, le=MAX_GPUS, description="quota in GPUs (stored internally in milli-GPU)")
 
 
+class ReserveIn(_Strict):
+    """Whole-node reserve in force for one (pool, guarantee class): whole free nodes of the
+    pool's largest size an LP job of the class may not break (the quota's shape dimension)."""
+
+    pool: str = Field(min_length=1)
+    class_h: float = Field(gt=0, le=MAX_HOURS, description="guarantee class in hours")
+    nodes: Count = Field(description="whole free nodes held back from LP")
+
+
 class InstanceFile(_Strict):
     """One scheduling round of gfs_opt: loads into exactly `gfs_opt.model.Round`."""
 
@@ -155,6 +166,7 @@ class InstanceFile(_Strict):
         json_schema_extra={"propertyNames": {"pattern": "^-?[0-9]+$"}})
     forecasts: dict[str, ForecastIn] = Field(default_factory=dict, description="per pool")
     quotas: list[QuotaIn] = Field(default_factory=list)
+    reserves: list[ReserveIn] = Field(default_factory=list)
     node_evictions_1h: list[Count] | None = Field(
         None, description="LP evictions per node (node index order) over the last hour")
     node_evictions_1d: list[Count] | None = Field(

@@ -253,16 +253,17 @@ class ComposedPolicy(GreedyPolicy):
                 memo=self.fit_memo("hp", preemptive=self.victim_rule is not None))
 
     def lp_step(self, rnd: Round, decision: Decision, quotas: Quotas | None) -> dict[str, int]:
-        return lp_pass(rnd, decision, order=self.order, placer=self.lp_placer(rnd),
+        return lp_pass(rnd, decision, order=self.order, placer=self.lp_placer(rnd, decision),
                        quotas=quotas, memo=self.fit_memo("lp", preemptive=False))
 
-    def lp_placer(self, rnd: Round) -> Placer:
-        """The LP pass's placer: the round's, holding back the spot quota's whole-node reserve
-        when it has one. The LP memo's failures were seen under the reserve they were tried
-        with, so a new reserve forgets them (it changes only at a quota refresh)."""
+    def lp_placer(self, rnd: Round, decision: Decision) -> Placer:
+        """The LP pass's placer: the round's, holding back the whole-node reserves in force
+        (a refresh's new ones in ``decision``, else the round's). The LP memo's failures were
+        seen under the reserves they were tried with, so new reserves forget them (they change
+        only at a quota refresh)."""
         placer = self.placer(rnd)
-        reserves = self.spot.reserves_in_force() if self.spot is not None else None
+        reserves = (decision.reserves if decision.reserves is not None else rnd.reserves) or None
         if reserves != getattr(self, "_lp_reserves", None):
-            self._lp_reserves = reserves
+            self._lp_reserves = None if reserves is None else dict(reserves)
             getattr(self, "_fit_memos", {}).pop("lp", None)
         return placer if reserves is None else replace(placer, reserves=reserves)

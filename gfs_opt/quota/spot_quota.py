@@ -129,6 +129,8 @@ class SpotQuota:
                 self.quotas = {}
                 self.reserves = None
                 decision.quotas = {}
+                if self.shape:
+                    decision.reserves = {}
             return
         eta: dict[str, float] = {}
         history: dict[str, bool] = {}
@@ -163,6 +165,8 @@ class SpotQuota:
         decision.hp_history = history
         decision.forecasts = forecasts
         decision.quotas = dict(self.quotas)
+        if self.reserves is not None:
+            decision.reserves = dict(self.reserves)
         decision.reports.append(SolveReport(step="quota", method="rule", status="heuristic",
                                             objective=float(sum(self.quotas.values())) / 1000.0))
 
@@ -197,9 +201,6 @@ class SpotQuota:
         """The quotas an LP pass applies now (None: no quota)."""
         return self.quotas or None
 
-    def reserves_in_force(self) -> dict[tuple[str, float], int] | None:
-        """The whole-node reserves an LP pass applies now (None: none, or no shape dimension)."""
-        return self.reserves or None
 
     def count_denials(self, t: float, denied: Mapping[str, int]) -> None:
         if denied and self._in_window(t):

@@ -145,6 +145,7 @@ class Simulator:
         self._c1d = np.zeros(self.state.n_nodes, dtype=np.int32)
         self._counts_moved = True            # since the last copy handed out (none yet)
         self.quotas: dict[tuple[str, float], int] = {}
+        self.reserves: dict[tuple[str, float], int] = {}
         self.hp_usage: dict[tuple[str, str], int] = {}
         self.hour_max: dict[tuple[str, str], int] = {}
         # the same for HP workers that take a whole node, per pool (the quota's shape dimension)
@@ -162,13 +163,14 @@ class Simulator:
         # what a round hands out: read-only views of the engine's own containers
         self._views = {name: MappingProxyType(getattr(self, attr)) for name, attr in (
             ("jobs", "jobs"), ("running", "running"), ("queued_since", "queued_since"),
-            ("forecasts", "forecasts"), ("pools", "pool_status"), ("quotas", "quotas"),
+            ("forecasts", "forecasts"), ("pools", "pool_status"), ("quotas", "quotas"), ("reserves", "reserves"),
             ("released", "released"), ("hp_released", "hp_released"))}
         v = self._views
         self._round_fields = {
             "state": self.state, "jobs": v["jobs"], "running": v["running"],
             "pending_hp": self.hp_q, "pending_lp": self.lp_q, "queued_since": v["queued_since"],
             "forecasts": v["forecasts"], "pools": v["pools"], "quotas": v["quotas"],
+            "reserves": v["reserves"],
             "params": self.params, "released": v["released"], "hp_released": v["hp_released"]}
         self.events = 0
         self.passes = 0
@@ -429,6 +431,9 @@ class Simulator:
             self.quotas.clear()
             self.quotas.update(d.quotas)
             self.recorder.quota(t, self.quotas)
+        if d.reserves is not None:
+            self.reserves.clear()
+            self.reserves.update(d.reserves)
         for reports in d.reports:
             self.recorder.report(t, reports)
         for jid in d.victims:
