@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gfs_opt.model import (
+    MILLI,
     ClusterState,
     Job,
     JobClass,
@@ -344,3 +345,30 @@ def test_quota_admission_boundary() -> None:
     assert not quota_allows(6001, j, 8000)
     assert quota_allows(10**9, j, None)                               # no quota
     assert not quota_allows(0, j, 1999)
+
+
+def test_gang_aware_victims_evict_one_lp_gang_instead_of_one_job_per_worker() -> None:
+    # LP gang 1 (2 × 8 GPUs) on nodes 0-1, LP jobs 2 and 3 (8 GPUs each) on nodes 2-3; an HP
+    # gang of two 8-GPU workers must evict. Worker by worker, the cheapest node each time holds
+    # a single-node job (half the wasted work of the gang): two evictions. With the gang in view,
+    # evicting gang 1 frees both nodes it runs on: one eviction.
+    def cluster() -> tuple[ClusterState, dict[int, RunningJob]]:
+        st = ClusterState(["A100"], ["A100"] * 4, [8] * 4)
+        running: dict[int, RunningJob] = {}
+        put(st, running, job(1, JobClass.LP, 8 * MILLI, 2), ((0, tuple(range(8))),
+                                                             (1, tuple(range(8)))))
+        put(st, running, job(2, JobClass.LP, 8 * MILLI), ((2, tuple(range(8))),))
+        put(st, running, job(3, JobClass.LP, 8 * MILLI), ((3, tuple(range(8))),))
+        return st, running
+
+    hp = job(9, JobClass.HP, 8 * MILLI, 2)
+    for aware, want in ((False, [2, 3]), (True, [1])):
+        st, running = cluster()
+        snap = snapshot(st)
+        got = place_gang_preemptive(ctx(st, running), hp,
+                                    PreemptRule("two-pointer", "gfs", gang_aware=aware), None)
+        assert got is not None
+        placement, victims = got
+        assert sorted(victims) == want
+        assert len({n for n, _g in placement}) == 2
+        assert same_state(st, snap)   # the probe left the state as it was

@@ -1,0 +1,253 @@
+"""Does GFS win both at once? The grid of issue 37, cached cell by cell.
+
+    python benchmarks/bench_both.py run [--grid targets|ablations|chronus|seeds|all] [--workers N]
+    python benchmarks/bench_both.py table [targets|ablations|chronus|seeds|all]
+
+A cell is one replay (setup or trace, policy, LP load, seed, forecaster, capacity and time
+scale); its summary goes to ``results/bench-both/<key>.json`` (gitignored) and is never re-run,
+so the grid can be stopped and resumed. ``table`` reads the cells and prints, per load and
+forecaster, every policy's LP eviction rate and LP JQT as a mean with a 95 % interval over seeds,
+the family means and the targets of the issue, each marked met or missed. A baseline without a
+quota does not read the forecast: it runs once per seed and is shown under both forecasters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gfs_opt.experiments.runner import RunSpec, run
+from gfs_opt.experiments.setups import LOADS
+from gfs_opt.fileio import json_safe
+from gfs_opt.paths import data_dir
+from gfs_opt.policies import family, options_for
+
+OUT = Path(__file__).resolve().parent.parent / "results" / "bench-both"
+NONE = ("yarn-cs", "lyra", "fgd")           # the preemptive no-quota baselines
+SQA = ("yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
+TARGET_POLICIES = ("gfs", "gfs-milp", *NONE, "chronus", *SQA)
+ABLATIONS = ("gfs", "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside")
+CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+
+
+@dataclass(frozen=True)
+class Cell:
+    policy: str
+    load: float
+    seed: int
+    forecaster: str
+    setup: str = "paper-a100"
+    trace: str | None = None          # a trace path under $GFS_DATA_DIR instead of a setup
+    capacity_scale: float = 1.0
+    time_scale: float = 1.0
+
+    def key(self) -> str:
+        fc = self.forecaster if family(self.policy) != "none" or self.policy.startswith(
+            "gfs") else "-"
+        raw = json.dumps({**asdict(self), "forecaster": fc}, sort_keys=True)
+        return hashlib.sha1(raw.encode()).hexdigest()[:16]
+
+    def spec(self) -> RunSpec:
+        opts = options_for(self.policy, {"forecaster": self.forecaster})
+        if self.trace is not None:
+            return RunSpec(trace=str(data_dir() / self.trace), policy=self.policy,
+                           policy_options=opts, lp_load=self.load, seed=self.seed,
+                           capacity_scale=self.capacity_scale, time_scale=self.time_scale)
+        return RunSpec.from_setup(self.setup, policy=self.policy, policy_options=opts,
+                                  lp_load=self.load, seed=self.seed)
+
+
+def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
+    cells: list[Cell] = []
+    if name in ("targets", "all"):
+        cells += [Cell(p, f, s, fc) for fc in ("ets", "prophet") for f in LOADS.values()
+                  for s in seeds for p in TARGET_POLICIES]
+    if name in ("ablations", "all"):
+        cells += [Cell(p, 1.0, s, "ets") for s in range(6) for p in ABLATIONS]
+    if name in ("chronus", "all"):
+        cells += [Cell(p, load, s, "ets", trace=CHRONUS, capacity_scale=1.0, time_scale=24.0)
+                  for load in (2.0, 4.0) for s in (0,) for p in ("gfs", *NONE, *SQA)]
+    if name in ("seeds", "all"):   # the synthetic trace drawn with other seeds
+        cells += [Cell(p, 1.0, s, "ets") for s in (3, 4, 5)
+                  for p in ("gfs", *NONE, *SQA)]
+    seen: dict[str, Cell] = {}
+    for c in cells:
+        seen.setdefault(c.key(), c)
+    return list(seen.values())
+
+
+def _run_cell(cell: Cell) -> tuple[Cell, dict]:
+    out = run(cell.spec())
+    keep = {k: v for k, v in out.summary.items() if k != "solver_reports"}
+    return cell, json_safe(keep)
+
+
+def cmd_run(name: str, workers: int) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    todo = [c for c in grid(name) if not (OUT / f"{c.key()}.json").exists()]
+    print(f"{len(todo)} cells to run", flush=True)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futs = [pool.submit(_run_cell, c) for c in todo]
+        for i, fut in enumerate(as_completed(futs), 1):
+            cell, summary = fut.result()
+            (OUT / f"{cell.key()}.json").write_text(json.dumps(
+                {"cell": asdict(cell), "summary": summary}, allow_nan=True))
+            print(f"[{i}/{len(todo)}] {cell.policy} load {cell.load:g} seed {cell.seed} "
+                  f"{cell.forecaster} {cell.trace or cell.setup}: LP evict "
+                  f"{summary['lp_eviction_rate']:.2%}, LP JQT {summary['lp_jqt_mean']:,.0f} s",
+                  flush=True)
+
+
+# ---- tables ------------------------------------------------------------------------------
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
+
+
+def interval(xs: list[float]) -> tuple[float, float]:
+    """Mean and half-width of a 95 % Student-t interval (nan half-width for one value)."""
+    a = np.asarray(xs, dtype=float)
+    if len(a) < 2:
+        return float(a.mean()) if len(a) else math.nan, math.nan
+    return float(a.mean()), T975.get(len(a) - 1, 1.96) * float(a.std(ddof=1)) / math.sqrt(len(a))
+
+
+def _load(cell: Cell) -> dict | None:
+    f = OUT / f"{cell.key()}.json"
+    return json.loads(f.read_text())["summary"] if f.exists() else None
+
+
+def _values(policy: str, load: float, fc: str, seeds: Iterable[int], metric: str,
+            **kw: object) -> list[float]:
+    out = []
+    for s in seeds:
+        got = _load(Cell(policy, load, s, fc, **kw))   # type: ignore[arg-type]
+        if got is not None:
+            out.append(float(got[metric]))
+    return out
+
+
+def _fmt(xs: list[float], pct: bool) -> str:
+    m, h = interval(xs)
+    if not xs:
+        return "—"
+    if pct:
+        return f"{m:.2%}" + ("" if math.isnan(h) else f" ± {h:.2%}")
+    return f"{m:,.0f}" + ("" if math.isnan(h) else f" ± {h:,.0f}")
+
+
+def table_targets(seeds: tuple[int, ...] = (0, 1, 2)) -> None:
+    names = {v: k for k, v in LOADS.items()}
+    for fc in ("ets", "prophet"):
+        print(f"\n### paper-a100, forecaster {fc}, seeds {','.join(map(str, seeds))} "
+              "(mean ± 95 % half-width)\n")
+        print("| policy | " + " | ".join(f"{names[f]} LP evict | {names[f]} LP JQT s"
+                                         for f in LOADS.values()) + " |")
+        print("|---|" + "---:|" * (2 * len(LOADS)))
+        for p in TARGET_POLICIES:
+            row = []
+            for f in LOADS.values():
+                row.append(_fmt(_values(p, f, fc, seeds, "lp_eviction_rate"), True))
+                row.append(_fmt(_values(p, f, fc, seeds, "lp_jqt_mean"), False))
+            print(f"| {p} | " + " | ".join(row) + " |")
+        print()
+        for load, f in LOADS.items():
+            _targets(load, f, fc, seeds)
+
+
+def _mean(policy: str, f: float, fc: str, seeds: Iterable[int], metric: str) -> float:
+    xs = _values(policy, f, fc, seeds, metric)
+    return float(np.mean(xs)) if xs else math.nan
+
+
+def _targets(load: str, f: float, fc: str, seeds: tuple[int, ...]) -> None:
+    ev = {p: _mean(p, f, fc, seeds, "lp_eviction_rate") for p in TARGET_POLICIES}
+    jqt = {p: _mean(p, f, fc, seeds, "lp_jqt_mean") for p in TARGET_POLICIES}
+    never = _values("gfs", f, fc, seeds, "lp_never_started")
+    frag = _values("gfs", f, fc, seeds, "lp_fragmentation_share") if _load(
+        Cell("gfs", f, seeds[0], fc)) and "lp_fragmentation_share" in (
+        _load(Cell("gfs", f, seeds[0], fc)) or {}) else []
+    none_ev, none_jqt = np.mean([ev[p] for p in NONE]), np.mean([jqt[p] for p in NONE])
+    sqa_jqt = np.mean([jqt[p] for p in SQA])
+    g = ev["gfs"]
+    # per-seed paired difference GFS − family mean, with its interval: "inside the noise"?
+    diffs = []
+    for s in seeds:
+        a = _values("gfs", f, fc, [s], "lp_eviction_rate")
+        b = [_values(p, f, fc, [s], "lp_eviction_rate") for p in NONE]
+        if a and all(b):
+            diffs.append(a[0] - float(np.mean([x[0] for x in b])))
+    dm, dh = interval(diffs)
+    checks = [
+        (f"evict ≤ each +sqa ({', '.join(f'{ev[p]:.2%}' for p in SQA)})",
+         all(g <= ev[p] for p in SQA)),
+        (f"evict ≤ −33 % vs no-quota mean {none_ev:.2%}: {g / none_ev - 1:+.1%} "
+         f"(paired diff {dm:+.2%} ± {dh:.2%})", g <= 0.67 * none_ev),
+        (f"LP JQT ≤ −44 % vs +sqa mean {sqa_jqt:,.0f} s: {jqt['gfs'] / sqa_jqt - 1:+.1%}",
+         jqt["gfs"] <= 0.56 * sqa_jqt),
+        (f"LP JQT ≤ 1.5× no-quota mean {none_jqt:,.0f} s: {jqt['gfs'] / none_jqt:.2f}×",
+         jqt["gfs"] <= 1.5 * none_jqt),
+        (f"LP never started {sum(never):g}", sum(never) == 0),
+        (f"gfs-milp evict {ev['gfs-milp']:.2%} ≤ gfs {g:.2%}", ev["gfs-milp"] <= g),
+    ]
+    if load == "medium":
+        checks.append((f"medium evict {g:.2%} ≤ 1.21 %", g <= 0.0121))
+    if frag:
+        checks.append((f"fragmentation share {np.mean(frag):.0%} < 20 %", np.mean(frag) < 0.2))
+    print(f"- **{load}, {fc}**: chronus {ev['chronus']:.2%} / {jqt['chronus']:,.0f} s. " + "; ".join(
+        f"{'met' if ok else 'MISSED'}: {text}" for text, ok in checks))
+
+
+def table_rows(cells: list[Cell], title: str) -> None:
+    """One row per (trace, load) group and policy: mean ± interval over the seeds present."""
+    print(f"\n### {title}\n")
+    print("| trace | load | policy | seeds | LP evict | LP JQT s | HP JQT s |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    groups: dict[tuple, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault((c.trace or c.setup, c.capacity_scale, c.time_scale, c.load,
+                           c.policy), []).append(c)
+    for (tr, cap, ts, load, pol), cs in groups.items():
+        got = [x for x in (_load(c) for c in cs) if x is not None]
+        if not got:
+            continue
+        label = tr if cap == 1 and ts == 1 else f"{tr} cap×{cap:g} time×{ts:g}"
+        print(f"| {label} | {load:g} | {pol} | {len(got)} | "
+              f"{_fmt([x['lp_eviction_rate'] for x in got], True)} | "
+              f"{_fmt([x['lp_jqt_mean'] for x in got], False)} | "
+              f"{_fmt([x['hp_jqt_mean'] for x in got], False)} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--grid", default="targets",
+                   choices=["targets", "ablations", "chronus", "seeds", "all"])
+    r.add_argument("--workers", type=int, default=2)
+    t = sub.add_parser("table")
+    t.add_argument("which", nargs="?", default="all",
+                   choices=["targets", "ablations", "chronus", "seeds", "all"])
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        cmd_run(args.grid, args.workers)
+        return 0
+    if args.which in ("targets", "all"):
+        table_targets()
+    for name, title in (("ablations", "Ablations, paper-a100 medium, ETS"),
+                        ("chronus", "Chronus MIX1 ×24, ETS"),
+                        ("seeds", "paper-a100 drawn with other seeds (3–5), medium, ETS")):
+        if args.which in (name, "all"):
+            table_rows(grid(name), title)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
