@@ -28,7 +28,7 @@ class GFSPolicy(ComposedPolicy):
     """The paper's policy. Options double as the ablations of GFS-SPEC §8.
 
     forecaster: name for `gfs_opt.forecast.make_forecaster` ("prophet", "week-peak", …).
-    static_eta: ablation "static η" (η stays 1).
+    static_eta: ablation "static η" (η stays at ``quota_eta``, 1 by default).
     use_history: False = ablation "PTS without eviction-history scores" (E(n) ignored).
     victims: "two-pointer" (GFS) or "naive" (ablation: first candidate node, no cost awareness).
     quota: "rule" (paper) or "none" (admit LP whenever it fits).
@@ -47,7 +47,7 @@ class GFSPolicy(ComposedPolicy):
                  use_history: bool = True, victims: str = "two-pointer", quota: str = "rule",
                  aggregation: str = "independent", eta_every_s: float = 3600.0,
                  shape: bool = True, lp_beside_hp: bool = True,
-                 gang_victims: bool = True) -> None:
+                 gang_victims: bool = True, quota_eta: float = 1.0) -> None:
         if quota not in {"rule", "none"}:
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
@@ -55,7 +55,7 @@ class GFSPolicy(ComposedPolicy):
         super().__init__(
             order=PTS_ORDER,
             admission=SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
-                                eta_every_s=eta_every_s, shape=shape)
+                                eta_every_s=eta_every_s, shape=shape, fixed_eta=quota_eta)
             if quota == "rule" else NoQuota(),
             placement=BestFit(history=use_history, lp_beside_hp=lp_beside_hp),
             victim_rule=(PreemptRule("naive", "count", first_candidate_only=True)
@@ -71,10 +71,12 @@ class GFSPolicy(ComposedPolicy):
         self.shape = shape
         self.lp_beside_hp = lp_beside_hp
         self.gang_victims = gang_victims
+        self.quota_eta = quota_eta
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
                 "use_history": self.use_history, "victims": self.victims,
                 "quota": self.quota_mode, "eta_every_s": self.eta_every_s,
                 "shape": self.shape, "lp_beside_hp": self.lp_beside_hp,
-                "gang_victims": self.gang_victims}
+                "gang_victims": self.gang_victims,
+                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}

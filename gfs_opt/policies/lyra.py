@@ -21,13 +21,16 @@ from gfs_opt.policies.parts import FIFO_ORDER, BestFit, PreemptRule, baseline_ad
 class LyraPolicy(ComposedPolicy):
     name = "lyra"
 
-    def __init__(self, quota: str = "none", forecaster: str = "prophet") -> None:
+    def __init__(self, quota: str = "none", forecaster: str = "prophet", quota_eta: float = 1.0) -> None:
         super().__init__(order=FIFO_ORDER,
-                         admission=baseline_admission(quota, forecaster, self.name),
+                         admission=baseline_admission(quota, forecaster, self.name,
+                                         eta=quota_eta),
                          placement=BestFit(), victim_rule=PreemptRule("lyra", "lyra"))
         self.quota_mode = quota
         self.forecaster_name = forecaster
+        self.quota_eta = quota_eta
 
     def options(self) -> dict[str, Any]:
         return {"quota": self.quota_mode,
-                **({"forecaster": self.forecaster_name} if self.spot else {})}
+                **({"forecaster": self.forecaster_name} if self.spot else {}),
+                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}

@@ -95,15 +95,18 @@ BASELINE_QUOTAS = ("none", "sqa")
 
 
 def baseline_admission(mode: str, forecaster: str, policy: str,
-                       extra: tuple[str, ...] = ()) -> Admission:
-    """``"none"``: no quota; ``"sqa"``: GFS's spot quota with η fixed at 1, the setting in which
-    the authors ran YARN-CS, Lyra and FGD; ``"static"`` (only where ``extra`` allows it): the
-    free capacity."""
+                       extra: tuple[str, ...] = (), eta: float = 1.0) -> Admission:
+    """``"none"``: no quota; ``"sqa"``: GFS's spot quota with η fixed (at 1: the setting in
+    which the authors ran YARN-CS, Lyra and FGD); ``"static"`` (only where ``extra`` allows it):
+    the free capacity."""
     modes = (*BASELINE_QUOTAS, *extra)
     if mode not in modes:
         raise ValueError(f"{policy} quota must be one of {', '.join(modes)}, got {mode!r}")
     if mode == "sqa":
-        return SpotQuota(forecaster, adaptive=False)
+        try:
+            return SpotQuota(forecaster, adaptive=False, fixed_eta=eta)
+        except ValueError as exc:
+            raise ValueError(f"{policy} quota_eta: {exc}") from None
     return FreeCapacityQuota() if mode == "static" else NoQuota()
 
 

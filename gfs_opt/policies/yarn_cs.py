@@ -29,15 +29,18 @@ class YarnCSPolicy(ComposedPolicy):
     name = "yarn-cs"
 
     def __init__(self, quota: str = "none", hol_timeout_s: float = 3600.0,
-                 forecaster: str = "prophet") -> None:
+                 forecaster: str = "prophet", quota_eta: float = 1.0) -> None:
         super().__init__(
             order=QueueOrder(fifo=True, head_of_line=True, hol_timeout_s=hol_timeout_s),
-            admission=baseline_admission(quota, forecaster, self.name, extra=("static",)),
+            admission=baseline_admission(quota, forecaster, self.name, extra=("static",),
+                                         eta=quota_eta),
             placement=BestFit(), victim_rule=PreemptRule("newest", "count"))
         self.quota_mode = quota
         self.hol_timeout_s = hol_timeout_s
         self.forecaster_name = forecaster
+        self.quota_eta = quota_eta
 
     def options(self) -> dict[str, Any]:
         return {"quota": self.quota_mode, "hol_timeout_s": self.hol_timeout_s,
-                **({"forecaster": self.forecaster_name} if self.spot else {})}
+                **({"forecaster": self.forecaster_name} if self.spot else {}),
+                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}

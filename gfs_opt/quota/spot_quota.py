@@ -47,12 +47,17 @@ class SpotQuota:
         times.
     shape: also forecast the HP demand of whole-node workers and keep that many whole nodes
         free of LP (`gfs_opt.quota.shape`, the quota's shape dimension).
+    fixed_eta: the η a quota without feedback holds (1: the plain ρ-quantile; other values
+        trace the static-η family's eviction/queueing frontier, BENCHMARKS.md).
     """
 
     def __init__(self, forecaster: str = "prophet", adaptive: bool = True,
                  aggregation: str = "independent", eta_every_s: float = 3600.0,
-                 shape: bool = False) -> None:
+                 shape: bool = False, fixed_eta: float = 1.0) -> None:
+        if not fixed_eta > 0:
+            raise ValueError(f"a fixed η must be > 0, got {fixed_eta}")
         self.forecaster = forecaster
+        self.fixed_eta = float(fixed_eta)
         self.adaptive = adaptive
         self.aggregation = aggregation
         self.eta_every_s = eta_every_s
@@ -60,7 +65,7 @@ class SpotQuota:
 
     @property
     def name(self) -> str:
-        eta = "adaptive η" if self.adaptive else "η = 1"
+        eta = "adaptive η" if self.adaptive else f"η = {self.fixed_eta:g}"
         return f"spot quota ({self.forecaster}, {eta}{', whole-node reserve' if self.shape else ''})"
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
@@ -143,7 +148,7 @@ class SpotQuota:
                 wait = quota_wait(rnd, pool, self.quotas) if self.quotas else None
                 eta[pool] = update_eta(status, rnd.params, wait)
             else:
-                eta[pool] = status.eta if self.adaptive else 1.0
+                eta[pool] = status.eta if self.adaptive else self.fixed_eta
             history[pool] = self.provider.has_history(pool)
         forecasts = self.provider.pool_forecasts(rnd.time)
         # the rule reads the hour's forecasts, η, history and capacity only: the 12 refreshes of
@@ -194,7 +199,7 @@ class SpotQuota:
     def standalone_quotas(self, rnd: Round) -> Quotas:
         """The quotas in force on a standalone round: the rule on the round's forecast and η
         (η = 1 when not ``adaptive``, as every refresh in the simulator sets it)."""
-        eta = None if self.adaptive else dict.fromkeys(rnd.state.pools, 1.0)
+        eta = None if self.adaptive else dict.fromkeys(rnd.state.pools, self.fixed_eta)
         return rule_quotas(rnd, eta)
 
     def in_force(self) -> Quotas | None:
