@@ -463,3 +463,56 @@ def test_defer_until_finds_the_first_later_job_that_holds_the_line(
     walked = [jid for _s, jid in sorted((float(s), j) for j, (s, _r) in enumerate(jobs))]
     later = walked[walked.index(first) + 1:]
     assert got == next((j for j in later if stops(j)), None)
+
+
+# ---- GFS's η rule: only quota-attributable evictions move it down (issue 40) ------------------
+@st.composite
+def statuses(draw: st.DrawFn, attributable: bool = True) -> PoolStatus:
+    failed = draw(st.integers(0, 50))
+    ok = draw(st.integers(0, 200))
+    quota = draw(st.integers(0, failed)) if attributable else 0
+    day = draw(st.integers(failed + ok, failed + ok + 500))
+    day_quota = draw(st.integers(quota, quota + (day - failed - ok) // 10)) if attributable else 0
+    return PoolStatus(eta=draw(st.floats(0.1, 10)), recent_failed=failed, recent_succeeded=ok,
+                      recent_failed_quota=quota, day_windows=day, day_failed_quota=day_quota)
+
+
+@given(status=statuses(), wait=st.one_of(st.none(), st.floats(0, 1e6)))
+def test_attributable_eta_stays_in_bounds(status: PoolStatus, wait: float | None) -> None:
+    p = Params()
+    eta = update_eta(status, p, wait, rule="attributable")
+    assert p.eta_min <= eta <= p.eta_max
+
+
+@given(status=statuses(attributable=False), waits=st.lists(st.one_of(st.none(), st.floats(0, 1e5)),
+                                                          min_size=1, max_size=48))
+def test_eta_never_shrinks_without_attributable_evictions(status: PoolStatus,
+                                                         waits: list[float | None]) -> None:
+    # however many windows fail, none the quota answers for: η never goes down, so it cannot
+    # sit at its floor unless it started there
+    p = Params()
+    eta = status.eta
+    for wait in waits:
+        new = update_eta(replace(status, eta=eta), p, wait, rule="attributable")
+        assert new >= min(eta, p.eta_max)
+        eta = new
+    if status.eta > p.eta_min:
+        assert eta > p.eta_min
+
+
+def test_paper_rule_shrinks_where_the_attributable_rule_does_not() -> None:
+    # 5 of 10 windows failed in the last H hours, none while HP exceeded the plan
+    st_ = PoolStatus(eta=1.0, recent_failed=5, recent_succeeded=5, recent_failed_quota=0,
+                     day_windows=40, day_failed_quota=0)
+    p = Params()
+    assert update_eta(st_, p, None, rule="paper") == pytest.approx(0.2)
+    assert update_eta(st_, p, None, rule="attributable") == 1.0
+    # the same failures attributable: both shrink alike
+    att = replace(st_, recent_failed_quota=5, day_failed_quota=5)
+    assert update_eta(att, p, None, rule="attributable") == pytest.approx(0.2)
+    # growth needs a low attributable rate over eta_window_h and an LP job waiting on the quota
+    calm = PoolStatus(eta=1.0, recent_succeeded=10, day_windows=100, day_failed_quota=1)
+    assert update_eta(calm, p, 2 * QUOTA_WAIT_S, rule="attributable") == pytest.approx(1.4)
+    assert update_eta(calm, p, None, rule="attributable") == 1.0
+    with pytest.raises(ValueError, match="unknown η rule"):
+        update_eta(calm, p, None, rule="sometimes")

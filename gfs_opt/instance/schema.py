@@ -50,6 +50,8 @@ class ParamsIn(_Strict):
     eta_min: float = Field(_P.eta_min, gt=0, le=1e6, description="lower clamp of η")
     eta_max: float = Field(_P.eta_max, gt=0, le=1e6, description="upper clamp of η")
     eta_static: bool = Field(_P.eta_static, description="freeze η (ablation)")
+    eta_window_h: float = Field(_P.eta_window_h, gt=0, le=MAX_HOURS,
+                                description="hours of window outcomes GFS's η rule grows on")
     eval_start: Seconds = Field(_P.eval_start, description="evaluation window start (s)")
     eval_end: Seconds | None = Field(None, description="evaluation window end (s); null = open-ended")
     restart_small_s: Seconds = Field(_P.restart_small_s, description="restart overhead when g·w ≤ 8 GPUs")
@@ -75,6 +77,11 @@ class PoolIn(_Strict):
     has_hp_history: bool = Field(_S.has_hp_history, description="false: the pool gets quota = capacity")
     hp_whole_gpus: float = Field(_S.hp_whole_gpus, ge=0, le=MAX_GPUS,
                                  description="GPUs held by HP workers that take a whole node")
+    recent_failed_quota: Count = Field(_S.recent_failed_quota,
+                                       description="of recent_failed, the quota-attributable ones")
+    day_windows: Count = Field(_S.day_windows, description="windows ended over the last eta_window_h hours")
+    day_failed_quota: Count = Field(_S.day_failed_quota,
+                                    description="of day_windows, the quota-attributable failures")
 
 
 class NodeIn(_Strict):

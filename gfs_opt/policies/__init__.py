@@ -34,6 +34,7 @@ POLICIES: dict[str, tuple[type[Policy], dict[str, Any]]] = {
     "gfs-no-shape": (GFSPolicy, {"shape": False}),
     "gfs-no-beside": (GFSPolicy, {"lp_beside_hp": False}),
     "gfs-worker-victims": (GFSPolicy, {"gang_victims": False}),
+    "gfs-paper-eta": (GFSPolicy, {"eta_rule": "paper"}),
 }
 
 

@@ -37,6 +37,8 @@ class GFSPolicy(ComposedPolicy):
         whole-node HP demand (`gfs_opt.quota.shape`); False = ablation `gfs-no-shape`.
     lp_beside_hp: LP gangs go beside HP work among equally tight nodes; False = ablation
         `gfs-no-beside` (beside other LP, PTS's co-location).
+    eta_rule: "attributable" (η moves on the evictions the quota answers for) or "paper"
+        (ablation `gfs-paper-eta`: on every eviction of the last H hours).
     gang_victims: an HP gang's victims are chosen with the gang in view (a node's cost shared
         by the workers its victims make room for); False = ablation `gfs-worker-victims`.
     """
@@ -47,7 +49,8 @@ class GFSPolicy(ComposedPolicy):
                  use_history: bool = True, victims: str = "two-pointer", quota: str = "rule",
                  aggregation: str = "independent", eta_every_s: float = 3600.0,
                  shape: bool = True, lp_beside_hp: bool = True,
-                 gang_victims: bool = True, quota_eta: float = 1.0) -> None:
+                 gang_victims: bool = True, quota_eta: float = 1.0,
+                 eta_rule: str = "attributable") -> None:
         if quota not in {"rule", "none"}:
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
@@ -55,7 +58,8 @@ class GFSPolicy(ComposedPolicy):
         super().__init__(
             order=PTS_ORDER,
             admission=SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
-                                eta_every_s=eta_every_s, shape=shape, fixed_eta=quota_eta)
+                                eta_every_s=eta_every_s, shape=shape, fixed_eta=quota_eta,
+                                eta_rule=eta_rule)
             if quota == "rule" else NoQuota(),
             placement=BestFit(history=use_history, lp_beside_hp=lp_beside_hp),
             victim_rule=(PreemptRule("naive", "count", first_candidate_only=True)
@@ -72,11 +76,12 @@ class GFSPolicy(ComposedPolicy):
         self.lp_beside_hp = lp_beside_hp
         self.gang_victims = gang_victims
         self.quota_eta = quota_eta
+        self.eta_rule = eta_rule
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
                 "use_history": self.use_history, "victims": self.victims,
                 "quota": self.quota_mode, "eta_every_s": self.eta_every_s,
                 "shape": self.shape, "lp_beside_hp": self.lp_beside_hp,
-                "gang_victims": self.gang_victims,
+                "gang_victims": self.gang_victims, "eta_rule": self.eta_rule,
                 **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}

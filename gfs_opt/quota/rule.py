@@ -80,8 +80,16 @@ def rule_quotas(rnd: Round, eta: Mapping[str, float] | None = None, *,
     return out
 
 
-def update_eta(status: PoolStatus, params: Params, quota_wait: float | None) -> float:
-    """η feedback from the eviction rate ER of the last H hours (GFS-SPEC §2.2 step 4).
+#: the η rules `update_eta` knows
+ETA_RULES = ("attributable", "paper")
+
+
+def update_eta(status: PoolStatus, params: Params, quota_wait: float | None,
+               rule: str = "paper") -> float:
+    """η feedback (GFS-SPEC §2.2 step 4); ``rule="attributable"`` is GFS's rule in gfs_opt
+    (`_attributable_eta`), ``"paper"`` the paper's, below.
+
+    The paper's: from the eviction rate ER of the last H hours.
 
     ``quota_wait``: how long the oldest LP job that the quota (and nothing else) keeps from
     starting has waited, or None when no LP job waits on the quota. With no window ended in the
@@ -93,6 +101,10 @@ def update_eta(status: PoolStatus, params: Params, quota_wait: float | None) -> 
     eta = status.eta
     if params.eta_static:
         return eta
+    if rule == "attributable":
+        return _attributable_eta(status, params, quota_wait)
+    if rule != "paper":
+        raise ValueError(f"unknown η rule {rule!r}; expected one of {', '.join(ETA_RULES)}")
     windows = status.recent_failed + status.recent_succeeded
     if windows == 0 and quota_wait is None:
         return eta
@@ -102,4 +114,26 @@ def update_eta(status: PoolStatus, params: Params, quota_wait: float | None) -> 
         eta *= target / er
     elif er <= 0.5 * target and quota_wait is not None and quota_wait > QUOTA_WAIT_S:
         eta *= 1.5 - er / target
+    return min(params.eta_max, max(params.eta_min, eta))
+
+
+def _attributable_eta(status: PoolStatus, params: Params, quota_wait: float | None) -> float:
+    """η moves on the evictions the quota answers for (formulations/spot_quota.md, "η rule").
+
+    Only windows broken while HP demand exceeded the quota's plan U_0 count (a forecast error a
+    wider margin would have absorbed); evictions with HP inside the plan come from where LP sits
+    and no η prevents them. Shrink as the paper does on the last H hours' attributable rate
+    ERq = recent_failed_quota / windows; grow when the attributable rate over the last
+    ``eta_window_h`` hours (H by default, as the paper's rule) is at most half the target and an
+    LP job has waited on the quota for over an hour.
+    """
+    eta = status.eta
+    target = 1.0 - params.rho
+    windows = status.recent_failed + status.recent_succeeded
+    er = status.recent_failed_quota / windows if windows else 0.0
+    er_day = status.day_failed_quota / status.day_windows if status.day_windows else 0.0
+    if er >= 1.5 * target:
+        eta *= target / er
+    elif er_day <= 0.5 * target and quota_wait is not None and quota_wait > QUOTA_WAIT_S:
+        eta *= 1.5 - er_day / target
     return min(params.eta_max, max(params.eta_min, eta))

@@ -19,7 +19,7 @@ from typing import Any
 from gfs_opt.forecast.provider import ForecastProvider
 from gfs_opt.model import ClusterState, Decision, Params, PoolForecast, Round, SolveReport
 from gfs_opt.quota.admission import quota_wait
-from gfs_opt.quota.rule import rule_quotas, update_eta
+from gfs_opt.quota.rule import ETA_RULES, rule_quotas, update_eta
 from gfs_opt.quota.shape import pool_reserves
 
 Quotas = dict[tuple[str, float], int]
@@ -47,15 +47,20 @@ class SpotQuota:
         times.
     shape: also forecast the HP demand of whole-node workers and keep that many whole nodes
         free of LP (`gfs_opt.quota.shape`, the quota's shape dimension).
+    eta_rule: "attributable" (GFS in gfs_opt: η moves on the quota-attributable evictions) or
+        "paper" (on every eviction of the last H hours), see `gfs_opt.quota.rule.update_eta`.
     fixed_eta: the η a quota without feedback holds (1: the plain ρ-quantile; other values
         trace the static-η family's eviction/queueing frontier, BENCHMARKS.md).
     """
 
     def __init__(self, forecaster: str = "prophet", adaptive: bool = True,
                  aggregation: str = "independent", eta_every_s: float = 3600.0,
-                 shape: bool = False, fixed_eta: float = 1.0) -> None:
+                 shape: bool = False, fixed_eta: float = 1.0, eta_rule: str = "paper") -> None:
         if not fixed_eta > 0:
             raise ValueError(f"a fixed η must be > 0, got {fixed_eta}")
+        if eta_rule not in ETA_RULES:
+            raise ValueError(f"unknown η rule {eta_rule!r}; expected one of {', '.join(ETA_RULES)}")
+        self.eta_rule = eta_rule
         self.forecaster = forecaster
         self.fixed_eta = float(fixed_eta)
         self.adaptive = adaptive
@@ -146,7 +151,7 @@ class SpotQuota:
             status = rnd.pool_status(pool)
             if feedback:
                 wait = quota_wait(rnd, pool, self.quotas) if self.quotas else None
-                eta[pool] = update_eta(status, rnd.params, wait)
+                eta[pool] = update_eta(status, rnd.params, wait, self.eta_rule)
             else:
                 eta[pool] = status.eta if self.adaptive else self.fixed_eta
             history[pool] = self.provider.has_history(pool)

@@ -38,6 +38,7 @@ from gfs_opt.model import (
 )
 from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
+from gfs_opt.quota.rule import demand_bound
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
 from gfs_opt.sim.recorder import Recorder
@@ -135,8 +136,16 @@ class Simulator:
         self.hp_q = PendingQueue(JobClass.HP)
         self.lp_q = PendingQueue(JobClass.LP)
         self.pool_status = {p: PoolStatus() for p in self.state.pools}
-        self.recent: dict[str, deque[tuple[float, bool]]] = {p: deque() for p in self.state.pools}
-        self._recent_ok = dict.fromkeys(self.state.pools, 0)   # successes in `recent`
+        # window outcomes (t, ok, quota-attributable) of the last H hours and of the η rule's
+        # longer window, with their counts of successes and of attributable failures
+        self.recent: dict[str, deque[tuple[float, bool, bool]]] = {
+            p: deque() for p in self.state.pools}
+        self._recent_ok = dict.fromkeys(self.state.pools, 0)
+        self._recent_quota = dict.fromkeys(self.state.pools, 0)
+        self.day: dict[str, deque[tuple[float, bool, bool]]] = {p: deque() for p in self.state.pools}
+        self._day_quota = dict.fromkeys(self.state.pools, 0)
+        #: per pool, whether this decision's evictions are quota-attributable (`_attribution`)
+        self._attributable: dict[str, bool] = {}
         self.lp_enqueued: dict[str, deque[tuple[float, int]]] = {p: deque() for p in self.state.pools}
         self.node_evictions: deque[tuple[float, tuple[int, ...]]] = deque()   # the last day's
         self._evictions_1h: deque[tuple[float, tuple[int, ...]]] = deque()    # the last hour's
@@ -259,8 +268,12 @@ class Simulator:
             r.windows_ok += 1
         else:
             r.windows_failed += 1
-        self.recent[pool].append((t, ok))
+        quota = not ok and self._attributable.get(pool, True)
+        self.recent[pool].append((t, ok, quota))
         self._recent_ok[pool] += ok
+        self._recent_quota[pool] += quota
+        self.day[pool].append((t, ok, quota))
+        self._day_quota[pool] += quota
         self.pool_status[pool] = self.pool_status[pool].counted(ok)
         if r.in_eval:
             self.recorder.window(t, pool, ok)
@@ -315,17 +328,25 @@ class Simulator:
     def _refresh_inputs(self, t: float) -> None:
         """Feedback the quota step needs: recent window outcomes, waits, node eviction counts."""
         horizon = self.params.horizon_h * HOUR
+        span = self.params.eta_window_h * HOUR
         for pool, dq in self.recent.items():
             while dq and dq[0][0] < t - horizon:
-                self._recent_ok[pool] -= dq.popleft()[1]
+                _t, was_ok, was_quota = dq.popleft()
+                self._recent_ok[pool] -= was_ok
+                self._recent_quota[pool] -= was_quota
+            day = self.day[pool]
+            while day and day[0][0] < t - span:
+                self._day_quota[pool] -= day.popleft()[2]
             ok, failed = self._recent_ok[pool], len(dq) - self._recent_ok[pool]
             wait = self._oldest_lp_wait(pool, t)
             whole = self.hp_whole[pool] / MILLI
+            now = (ok, failed, wait, whole, self._recent_quota[pool], len(day),
+                   self._day_quota[pool])
             st = self.pool_status[pool]
             # most refreshes of a calm pool restate what its status says: no new record then
-            if ((st.recent_succeeded, st.recent_failed, st.oldest_lp_wait, st.hp_whole_gpus)
-                    != (ok, failed, wait, whole)):
-                self.pool_status[pool] = st.with_recent(ok, failed, wait, whole)
+            if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait, st.hp_whole_gpus,
+                    st.recent_failed_quota, st.day_windows, st.day_failed_quota) != now:
+                self.pool_status[pool] = st.with_recent(*now)
         for window, counts, span in ((self.node_evictions, self._c1d, DAY),
                                      (self._evictions_1h, self._c1h, HOUR)):
             while window and window[0][0] < t - span:
@@ -436,6 +457,7 @@ class Simulator:
             self.reserves.update(d.reserves)
         for reports in d.reports:
             self.recorder.report(t, reports)
+        self._attributable = self._attribution(d, planned) if d.victims else {}
         for jid in d.victims:
             r = self.runs.get(jid)
             if r is None or r.status != "running":
@@ -456,6 +478,33 @@ class Simulator:
                 raise InvalidDecision(f"invalid placement: {exc}") from None
         if self.cfg.check_invariants:
             self.check_invariants(t)
+
+    def _attribution(self, d: Decision, planned: bool) -> dict[str, bool]:
+        """Per pool with victims in ``d``: whether its evictions are the quota's to answer for —
+        HP demand once ``d`` is applied above the plan U_0 = μ_0 + z_ρ·σ_0/η the quota was set
+        for (a forecast error a wider margin would have absorbed), or no plan at all. Evictions
+        with HP inside the plan come from where LP sits or from LP admitted earlier under a
+        larger quota; η cannot prevent those (issue 40)."""
+        st = self.state
+        hp_after: dict[str, int] = {}
+        for jid in d.victims:
+            victim = self.jobs.get(jid)
+            if victim is not None:   # an unknown victim is refused where it is evicted
+                hp_after.setdefault(victim.pool, int(st.pool_hp[st.pool_index[victim.pool]]))
+        if not planned:
+            for jid in d.placements:
+                job = self.jobs.get(jid)
+                if job is not None and job.is_hp and job.pool in hp_after:
+                    hp_after[job.pool] += job.demand
+        out: dict[str, bool] = {}
+        for pool, hp in hp_after.items():
+            fc = self.forecasts.get(pool)
+            if fc is None or len(fc.mean) == 0:
+                out[pool] = True
+                continue
+            plan = float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
+            out[pool] = hp > plan * MILLI
+        return out
 
     def check_invariants(self, t: float) -> None:
         problems = self.state.check()
