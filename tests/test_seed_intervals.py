@@ -11,6 +11,7 @@ import pytest
 from tiny_trace import write_tiny_trace
 
 from gfs_opt.cli import main
+from gfs_opt.experiments.runner import RunOutput, RunSpec
 from gfs_opt.experiments.seed_stats import Interval, inside_noise, t_interval, t_quantile
 from gfs_opt.experiments.seed_tables import (
     family_seed_summary,
@@ -155,3 +156,55 @@ def test_compare_bad_seeds(value: str, fragment: str, capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert err.count("\n") == 1 and "--seeds" in err and fragment in err
+
+
+# ---- the reproduction over seeds ------------------------------------------------------------
+def test_reproduce_plan_runs_the_grid_once_per_further_seed(tmp_path: Path) -> None:
+    from gfs_opt.errors import GfsError
+    from gfs_opt.experiments.reproduce.plan import ReproConfig, grid_cells, spec_for
+
+    cfg = ReproConfig(seeds=(0, 1, 2))
+    cells = grid_cells(cfg)
+    extra = [c for c in cells if c.group == "seeds"]
+    assert len(extra) == 2 * len(cfg.loads) * len(cfg.policies)     # GFS-MILP: first seed only
+    assert {c.policy for c in extra} == set(cfg.policies)
+    one = next(c for c in extra if c.policy == "lyra+sqa" and c.seed == 2 and c.load == "high")
+    assert one.label == "lyra+sqa-seed2" and one.key == "paper-a100/high/lyra+sqa-seed2"
+    assert spec_for(cfg, one).seed == 2 and spec_for(cfg, one).lp_load == 2.0
+    assert all(spec_for(cfg, c).seed == 0 for c in cells if c.group != "seeds")
+    assert not [c for c in grid_cells(ReproConfig()) if c.group == "seeds"]
+    with pytest.raises(GfsError, match="starting with seed 0"):
+        ReproConfig(seeds=(1, 2)).validate()
+
+
+def _fake_run(policy: str, seed: int, evict: float, jqt: float) -> RunOutput:
+    empty = pd.DataFrame()
+    summary = {"lp_eviction_rate": evict, "lp_jqt_mean": jqt, "lp_jqt_started_mean": jqt,
+               "lp_never_started": 0, "lp_jct_mean": jqt, "hp_jqt_mean": 10.0,
+               "allocation_rate": 0.8}
+    return RunOutput(RunSpec(policy=policy, seed=seed), summary, empty, empty, empty, empty,
+                     empty, 1.0, 1)
+
+
+def test_reproduce_report_shows_the_grid_over_seeds(tmp_path: Path) -> None:
+    from gfs_opt.experiments.reproduce.plan import ReproConfig, ReproResults
+    from gfs_opt.experiments.reproduce.report import _seed_grid
+
+    cfg = ReproConfig(setup="small", loads=(("medium", 1.0),), policies=("gfs", "yarn-cs"),
+                      seeds=(0, 1, 2))
+    res = ReproResults(cfg, tmp_path)
+    evicts = {0: (0.01, 0.02), 1: (0.015, 0.03), 2: (0.02, 0.04)}
+    for seed, (g, b) in evicts.items():
+        group, suffix = ("grid", "") if seed == 0 else ("seeds", f"-seed{seed}")
+        runs = res.runs.setdefault(group, {}).setdefault("medium", {})
+        runs[f"gfs{suffix}"] = _fake_run("gfs", seed, g, 100.0)
+        runs[f"yarn-cs{suffix}"] = _fake_run("yarn-cs", seed, b, 50.0)
+    assert sorted(res.grid_by_seed()) == [0, 1, 2]
+    assert res.grid_by_seed()[2]["medium"]["yarn-cs"].summary["lp_eviction_rate"] == 0.04
+    sec = _seed_grid(res)
+    assert sec is not None and sec["n"] == 3 and sec["list"] == "0, 1, 2"
+    # GFS evicts 1.5 % ± 4.303·0.5/√3 = 1.24 points
+    assert "| medium | gfs | 1.50 ± 1.24 |" in sec["table"]
+    assert any("LP evict -50.0% ± 0.0% (outside the noise)" in ln for ln in sec["families"])
+    res.runs.pop("seeds")
+    assert _seed_grid(res) is None
