@@ -131,7 +131,8 @@ def format_family_seed_summary(fam: pd.DataFrame, reference: str = "gfs") -> lis
         g = _pm(r[f"gfs_{key}_mean"], r[f"gfs_{key}_ci95"], 100.0, 2)
         f = _pm(r[f"family_{key}_mean"], r[f"family_{key}_ci95"], 100.0, 2)
         verdict = ("no interval" if overlap is None else
-                   "the intervals overlap: neither evicts less beyond the noise" if overlap else
+                   "the intervals overlap (they include the spread between seeds' traces; "
+                   "the paired change above is the sharper test)" if overlap else
                    f"the intervals do not overlap: {reference} evicts "
                    f"{'less' if r[f'gfs_{key}_mean'] < r[f'family_{key}_mean'] else 'more'}")
         lines.append(f"{'':<{len(str(r['load']))}}  LP evict {reference} {g} % vs "
