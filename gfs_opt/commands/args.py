@@ -67,6 +67,17 @@ seed = number(0, MAX_SEED, integer=True)
 lp_load = number(0, MAX_LP_LOAD)
 
 
+def seeds(text: str) -> tuple[int, ...]:
+    """``0,1,2`` → (0, 1, 2): whole numbers in [0, 2³²−1], no duplicates, at least one."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"{text!r} names no seed (e.g. 0,1,2)")
+    values = tuple(int(seed(p)) for p in parts)
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text!r} lists a seed twice")
+    return values
+
+
 def guarantee_classes(text: str) -> tuple[float, ...]:
     """``1,2,4`` → (1.0, 2.0, 4.0): positive, finite hours up to a week, no duplicates."""
     parts = [p.strip() for p in text.split(",")]

@@ -77,6 +77,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--loads", default=None,
                    help="comma-separated LP loads: low, medium, high or numbers "
                         "(default: the setup's three for paper-a100, else medium)")
+    c.add_argument("--seeds", type=cargs.seeds, default=None, metavar="S,S,…",
+                   help="run every (load, policy) once per seed, e.g. 0,1,2, and report each "
+                        "metric as mean ± 95 %% interval over seeds (default: the one --seed). "
+                        "A seed draws a built-in setup's synthetic trace, the LP sample of a "
+                        "load ≠ 1 and guarantee classes; on a real trace at load 1 it changes "
+                        "nothing")
     c.add_argument("--workers", type=int, default=None, metavar="N",
                    help="simulations run at once in worker processes (default: all CPUs; 1 runs "
                         "them one after another in this process, with a progress bar each)")
@@ -195,8 +201,15 @@ def format_summary(s: dict) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from gfs_opt.experiments.compare import compare, format_table, plot, table
+    from gfs_opt.experiments.compare import SeedResults, compare_seeds, format_table, plot
     from gfs_opt.experiments.runner import RunOutput, RunSpec
+    from gfs_opt.experiments.seed_tables import (
+        family_seed_summary,
+        format_seed_table,
+        identical_seeds,
+        seed_summary,
+        seed_table,
+    )
     from gfs_opt.experiments.setups import LOADS, SETUPS
 
     if args.setup and args.trace:
@@ -233,38 +246,62 @@ def _compare(args: argparse.Namespace) -> int:
         raise GfsError("--policies: no policy given")
     if args.forecaster:
         base.policy_options = {"forecaster": args.forecaster}
-    done: dict[str, dict[str, RunOutput]] = {}
+    seeds = list(args.seeds) if args.seeds else [args.seed]
+    multi = len(seeds) > 1
+    done: SeedResults = {}
     warned: set[str] = set()
 
-    def finished(load: str, pol: str, o: RunOutput) -> None:
-        done.setdefault(load, {})[pol] = o
+    def folder(load: str, pol: str, seed: int) -> Path:
+        assert args.out is not None
+        return args.out / load / pol / f"seed{seed}" if multi else args.out / load / pol
+
+    def finished(load: str, pol: str, seed: int, o: RunOutput) -> None:
+        done.setdefault(seed, {}).setdefault(load, {})[pol] = o
         n_hp, n_lp = o.summary.get("never_placeable_hp", 0), o.summary.get("never_placeable_lp", 0)
         if (n_hp or n_lp) and load not in warned:
             warned.add(load)
             _warn(f"{n_hp} HP / {n_lp} LP job(s) at load {load} can never be placed (a gang "
                   f"larger than its whole pool); counted in never_placeable_hp/_lp")
         if args.out:
-            o.write(args.out / load / pol)
+            o.write(folder(load, pol, seed))
 
     try:
-        results = compare(base, policies, loads, progress=not args.no_progress,
-                          on_result=finished, workers=args.workers or os.cpu_count() or 1)
+        by_seed = compare_seeds(base, policies, loads, seeds, progress=not args.no_progress,
+                                on_result=finished, workers=args.workers or os.cpu_count() or 1)
     except KeyboardInterrupt:
-        pending = [(ld, p) for ld in loads for p in policies if p not in done.get(ld, {})]
-        n_done = sum(len(v) for v in done.values())
-        where = f"{pending[0][1]} @ {pending[0][0]}" if pending else "the summary"
-        kept = (f"{n_done} finished run(s) kept in {args.out}/LOAD/POLICY and "
+        pending = [(ld, p, sd) for sd in seeds for ld in loads for p in policies
+                   if p not in done.get(sd, {}).get(ld, {})]
+        n_done = sum(len(v) for by_load in done.values() for v in by_load.values())
+        where = (f"{pending[0][1]} @ {pending[0][0]}" + (f" seed {pending[0][2]}" if multi else "")
+                 if pending else "the summary")
+        layout = "LOAD/POLICY/seedS" if multi else "LOAD/POLICY"
+        kept = (f"{n_done} finished run(s) kept in {args.out}/{layout} and "
                 f"{args.out / 'compare.csv'}" if args.out and n_done else
                 f"{n_done} finished run(s) not saved (no --out)")
         if args.out and n_done:
-            table(done).to_csv(args.out / "compare.csv", index=False)
+            seed_table(done).to_csv(args.out / "compare.csv", index=False)
         raise KeyboardInterrupt(f"compare interrupted during {where}; {kept}") from None
-    df = table(results)
-    print(format_table(df))
-    print_warnings({f"{pol} @ {load}": o.summary for load, by_pol in results.items()
+    df = seed_table(by_seed)
+    if multi:
+        print(format_seed_table(df))
+        for load in identical_seeds(df):
+            _warn(f"every seed gave the same numbers at load {load} (the seed draws nothing on "
+                  f"this trace at this load: a real trace at ×1), so the intervals are 0")
+    else:
+        print(format_table(df))
+        print(f"1 seed ({seeds[0]}): no interval; --seeds 0,1,2 gives each metric a 95 % "
+              f"interval over seeds and says which differences are inside the noise")
+    print_warnings({f"{pol} @ {load}" + (f" seed {seed}" if multi else ""): o.summary
+                    for seed, results in by_seed.items() for load, by_pol in results.items()
                     for pol, o in by_pol.items()})
     if args.out:
         df.to_csv(args.out / "compare.csv", index=False)
-        pngs = plot(results, args.out)
-        print(f"wrote {args.out / 'compare.csv'} and {len(pngs)} plots to {args.out}")
+        written = [args.out / "compare.csv"]
+        if multi:
+            seed_summary(df).to_csv(args.out / "compare_seeds.csv", index=False)
+            family_seed_summary(df).to_csv(args.out / "compare_families.csv", index=False)
+            written += [args.out / "compare_seeds.csv", args.out / "compare_families.csv"]
+        pngs = plot(by_seed[seeds[0]], args.out)
+        print(f"wrote {', '.join(map(str, written))} and {len(pngs)} plots"
+              + (f" (seed {seeds[0]})" if multi else "") + f" to {args.out}")
     return 0

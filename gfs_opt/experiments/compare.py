@@ -31,6 +31,12 @@ RELATIVE = ("lp_eviction_rate", "lp_jqt_mean")
 FAMILY_LABEL = {"none": "no-quota baselines", "sqa": "+sqa baselines (shared quota, static η)"}
 
 
+#: what `compare_seeds` reports as each run finishes: (load, policy, seed, output)
+SeedCallback = Callable[[str, str, int, RunOutput], None]
+#: results by seed → load → policy
+SeedResults = dict[int, dict[str, dict[str, RunOutput]]]
+
+
 def compare(base: RunSpec, policies: Sequence[str], loads: dict[str, float],
             progress: bool = False,
             on_result: Callable[[str, str, RunOutput], None] | None = None,
@@ -41,44 +47,61 @@ def compare(base: RunSpec, policies: Sequence[str], loads: dict[str, float],
     an interrupted comparison keeps what it finished). ``workers`` > 1 runs that many
     simulations at once in worker processes (each run is deterministic on its own, so the
     results do not depend on it); the progress bar then counts finished runs."""
-    plan = [(load, pol, replace(base, lp_load=factor, policy=pol,
-                                policy_options=options_for(pol, base.policy_options)))
-            for load, factor in loads.items() for pol in policies]
-    got: dict[tuple[str, str], RunOutput] = {}
-
-    def finished(load: str, pol: str, out: RunOutput) -> None:
-        got[(load, pol)] = out
+    def hook(load: str, pol: str, _seed: int, out: RunOutput) -> None:
         if on_result is not None:
             on_result(load, pol, out)
 
+    return compare_seeds(base, policies, loads, [base.seed], progress, hook, workers)[base.seed]
+
+
+def compare_seeds(base: RunSpec, policies: Sequence[str], loads: dict[str, float],
+                  seeds: Sequence[int], progress: bool = False,
+                  on_result: SeedCallback | None = None, workers: int = 1) -> SeedResults:
+    """`compare` once per seed: results[seed][load][policy]. The seed is the run's
+    (`RunSpec.seed`): it draws the synthetic trace of a built-in setup, the LP subsample or
+    copies of a load ≠ ×1 and the guarantee classes, so each seed is an independent replay of a
+    synthetic setup; all policies of one (seed, load) share its trace."""
+    multi = len(seeds) > 1
+    plan = [(load, pol, seed, replace(base, lp_load=factor, policy=pol, seed=seed,
+                                      policy_options=options_for(pol, base.policy_options)))
+            for seed in seeds for load, factor in loads.items() for pol in policies]
+    got: dict[tuple[int, str, str], RunOutput] = {}
+
+    def finished(load: str, pol: str, seed: int, out: RunOutput) -> None:
+        got[(seed, load, pol)] = out
+        if on_result is not None:
+            on_result(load, pol, seed, out)
+
     if workers <= 1 or len(plan) <= 1:
-        prepared: dict[str, tuple[Trace, float, float]] = {}
-        for load, pol, spec in plan:
-            if load not in prepared:
-                prepared = {load: prepare_trace(spec)}     # one load's trace in memory at a time
-            finished(load, pol, run(spec, progress=progress, trace=prepared[load],
-                                    desc=f"{pol} @ {load}"))
+        prepared: dict[tuple[str, int], tuple[Trace, float, float]] = {}
+        for load, pol, seed, spec in plan:
+            if (load, seed) not in prepared:     # one trace in memory at a time
+                prepared = {(load, seed): prepare_trace(spec)}
+            desc = f"{pol} @ {load}" + (f" seed {seed}" if multi else "")
+            finished(load, pol, seed, run(spec, progress=progress, trace=prepared[(load, seed)],
+                                          desc=desc))
     else:
         _run_parallel(plan, min(workers, len(plan)), progress, finished)
-    return {load: {pol: got[(load, pol)] for pol in policies} for load in loads}
+    return {seed: {load: {pol: got[(seed, load, pol)] for pol in policies} for load in loads}
+            for seed in seeds}
 
 
-def _run_parallel(plan: list[tuple[str, str, RunSpec]], workers: int, progress: bool,
-                  finished: Callable[[str, str, RunOutput], None]) -> None:
+def _run_parallel(plan: list[tuple[str, str, int, RunSpec]], workers: int, progress: bool,
+                  finished: SeedCallback) -> None:
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(),
                                initializer=ignore_sigint)
     bar = tqdm(total=len(plan), unit="run", desc=f"compare ({workers} workers)",
                disable=not progress, dynamic_ncols=True)
     try:
-        prepared: dict[str, tuple[Trace, float, float]] = {}
+        prepared: dict[tuple[str, int], tuple[Trace, float, float]] = {}
         futures = {}
-        for load, pol, spec in plan:
-            if load not in prepared:     # once per load, as one after another (pickled: cheap)
-                prepared[load] = prepare_trace(spec)
-            futures[pool.submit(run, spec, trace=prepared[load])] = (load, pol)
+        for load, pol, seed, spec in plan:
+            if (load, seed) not in prepared:   # once per (load, seed), as one after another
+                prepared[(load, seed)] = prepare_trace(spec)      # (pickled: cheap)
+            futures[pool.submit(run, spec, trace=prepared[(load, seed)])] = (load, pol, seed)
         for fut in as_completed(futures):
-            load, pol = futures[fut]
-            finished(load, pol, fut.result())
+            load, pol, seed = futures[fut]
+            finished(load, pol, seed, fut.result())
             bar.update(1)
             bar.set_postfix_str(f"last: {pol} @ {load}", refresh=False)
     except BaseException:
@@ -94,14 +117,15 @@ def _rel(ref: float, base: float) -> float:
 
 
 def table(results: dict[str, dict[str, RunOutput]], reference: str = "gfs") -> pd.DataFrame:
-    """One row per (load, policy) with its family; relative change of the reference vs each row's
+    """One row per (load, policy) with its family and seed; relative change of the reference vs each row's
     policy (``gfs_vs_<metric>``, negative = the reference is lower)."""
     rows = []
     for load, by_pol in results.items():
         ref = by_pol.get(reference)
         for pol, out in by_pol.items():
             s = out.summary
-            row: dict[str, object] = {"load": load, "policy": pol, "family": family(pol)}
+            row: dict[str, object] = {"load": load, "policy": pol, "family": family(pol),
+                                      "seed": out.spec.seed}
             for key in TABLE_COLUMNS:
                 row[key] = s.get(key, np.nan)
             row["hp_jqt_p99"] = s.get("hp_jqt_p99", np.nan)

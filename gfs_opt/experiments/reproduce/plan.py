@@ -10,9 +10,12 @@ Plan (`ReproConfig`; `ReproConfig.quick()` is the small variant the test suite r
   the eviction/queueing trade-off is the choice of ρ;
 - **full** — the full-cluster August replay: GFS and the best baseline of the grid at medium load
   (lowest mean LP JQT, then lowest eviction rate);
-- **instances** — every file of ``instances/`` through the greedy and the exact solvers.
+- **instances** — every file of ``instances/`` through the greedy and the exact solvers;
+- **seeds** — with ``seeds`` of more than one seed, the grid's policies (not GFS-MILP) again at
+  every load for each seed but the first, so the report gives each grid metric a mean ± 95 %
+  interval over seeds; everything else runs on the first seed.
 
-Every run is written to ``OUT/runs/<setup>/<load>/<policy>[-rho<ρ>]/`` (`RunOutput.write`, plus
+Every run is written to ``OUT/runs/<setup>/<load>/<policy>[-rho<ρ>][-seed<s>]/`` (`RunOutput.write`, plus
 the quota trace of GFS variants). A run whose folder already holds the same spec is loaded instead of
 re-run, so an interrupted reproduction resumes where it stopped and the report can be rebuilt
 without simulating anything. Identical specs (GFS at medium load in the grid and the ablations)
@@ -44,7 +47,7 @@ BASELINES = ("yarn-cs", "chronus", "lyra", "fgd")
 #: … and under GFS's spot quota with a static η, as the authors ran them (Chronus has no quota)
 SQA_BASELINES = ("yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
 ABLATIONS = ("gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims")
-GROUPS = ("grid", "ablations", "rho", "full")
+GROUPS = ("grid", "ablations", "rho", "full", "seeds")
 QUOTA_TRACE = "quota_trace.csv"
 
 Progress = Callable[[str], None]
@@ -76,6 +79,8 @@ class ReproConfig:
     instance_include: tuple[str, ...] | None = None   # file-name prefixes to keep
     milp_time_limit: float = 10.0
     seed: int = 0
+    # seeds of the grid (the first is ``seed``); empty: ``seed`` alone
+    seeds: tuple[int, ...] = ()
     drain_days: float = 3.0
     quick: bool = False
 
@@ -109,6 +114,12 @@ class ReproConfig:
         bad = [r for r in self.rho_sweep if not 0 < r < 1]
         if bad:
             raise GfsError(f"ρ must lie in (0, 1), got {bad}")
+        if self.seeds and (self.seeds[0] != self.seed or len(set(self.seeds)) != len(self.seeds)):
+            raise GfsError(f"seeds {self.seeds}: distinct, starting with seed {self.seed}")
+
+    @property
+    def grid_seeds(self) -> tuple[int, ...]:
+        return self.seeds or (self.seed,)
 
 
 @dataclass
@@ -121,11 +132,14 @@ class Cell:
     factor: float
     policy: str
     rho: float | None = None          # ρ of the sensitivity sweep (None: the default)
+    seed: int | None = None           # another seed of the grid (None: the plan's seed)
 
     @property
     def label(self) -> str:
-        """Name of the run within its load: the policy, plus ρ in the sweep."""
-        return self.policy if self.rho is None else f"{self.policy}-rho{self.rho:g}"
+        """Name of the run within its load: the policy, plus ρ in the sweep, plus its seed in
+        the seeds group."""
+        label = self.policy if self.rho is None else f"{self.policy}-rho{self.rho:g}"
+        return label if self.seed is None else f"{label}-seed{self.seed}"
 
     @property
     def key(self) -> str:
@@ -148,6 +162,18 @@ class ReproResults:
 
     def group(self, name: str) -> dict[str, dict[str, RunOutput]]:
         return self.runs.get(name, {})
+
+    def grid_by_seed(self) -> dict[int, dict[str, dict[str, RunOutput]]]:
+        """The grid's policies (GFS-MILP left out: it runs on the first seed only) by seed →
+        load → policy; one seed unless the plan has several."""
+        cfg = self.config
+        out = {cfg.seed: {load: {p: o for p, o in by_pol.items() if p in cfg.policies}
+                          for load, by_pol in self.group("grid").items()}}
+        for load, by_label in self.group("seeds").items():
+            for label, o in by_label.items():
+                policy, _, seed = label.rpartition("-seed")
+                out.setdefault(int(seed), {}).setdefault(load, {})[policy] = o
+        return out
 
     def summaries(self) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
         """JSON-friendly summaries (with the extras of `extras`) by group → load → policy."""
@@ -204,6 +230,8 @@ def grid_cells(cfg: ReproConfig) -> list[Cell]:
               for p in ("gfs", *cfg.ablations)]
     cells += [Cell("rho", cfg.setup, cfg.ablation_load, factor, "gfs", rho)
               for rho in cfg.rho_sweep]
+    cells += [Cell("seeds", cfg.setup, name, f, p, seed=seed) for seed in cfg.grid_seeds[1:]
+              for name, f in cfg.loads for p in cfg.policies]
     return cells
 
 
@@ -226,7 +254,8 @@ def pick_best_baseline(by_policy: dict[str, RunOutput]) -> str | None:
 def spec_for(cfg: ReproConfig, cell: Cell) -> RunSpec:
     forecaster = cfg.full_forecaster if cell.group == "full" and cfg.full_forecaster else \
         cfg.sweep_forecaster if cell.group == "rho" else cfg.forecaster
-    kw: dict[str, Any] = {"policy": cell.policy, "lp_load": cell.factor, "seed": cfg.seed,
+    seed = cfg.seed if cell.seed is None else cell.seed
+    kw: dict[str, Any] = {"policy": cell.policy, "lp_load": cell.factor, "seed": seed,
                           "drain_days": cfg.drain_days}
     if cfg.window is not None and cell.setup == cfg.setup:
         kw["window"] = tuple(cfg.window)
@@ -273,8 +302,8 @@ def _is_gfs(policy: str) -> bool:
 
 def run_cells(cells: list[Cell], cfg: ReproConfig, res: ReproResults, say: Progress,
               progress_bars: bool, fresh: bool, counter: list[int], total: int) -> None:
-    """Run (or load) every cell; traces are prepared once per (setup, load)."""
-    prepared: dict[tuple[str, str], tuple[Trace, float, float]] = {}
+    """Run (or load) every cell; traces are prepared once per (setup, load, seed)."""
+    prepared: dict[tuple[str, str, int], tuple[Trace, float, float]] = {}
     done: dict[str, RunOutput] = {}
     for cell in cells:
         counter[0] += 1
@@ -293,12 +322,14 @@ def run_cells(cells: list[Cell], cfg: ReproConfig, res: ReproResults, say: Progr
         elif out is not None:
             say(f"{tag}: same run as {cell.key} above")
         if out is None:
-            pk = (cell.setup, cell.load)
+            pk = (cell.setup, cell.load, spec.seed)
             if pk not in prepared:
                 prepared.clear()       # one prepared trace in memory at a time
                 t0 = time.perf_counter()
                 prepared[pk] = prepare_trace(spec)
-                res.timings[f"prepare {cell.setup}/{cell.load}"] = time.perf_counter() - t0
+                seed_tag = "" if cell.seed is None else f" seed {cell.seed}"
+                res.timings[f"prepare {cell.setup}/{cell.load}{seed_tag}"] = \
+                    time.perf_counter() - t0
             trace = prepared[pk]
             tracer = QuotaTracer(start=trace[1], end=trace[2]) if _is_gfs(cell.policy) else None
             say(f"{tag} …")

@@ -34,6 +34,13 @@ from gfs_opt.experiments.reproduce.headline import (
 )
 from gfs_opt.experiments.reproduce.paper import MOTIVATION, fmt, is_change
 from gfs_opt.experiments.reproduce.plan import BASELINES, SQA_BASELINES, ReproResults
+from gfs_opt.experiments.seed_tables import (
+    SHOWN,
+    family_seed_summary,
+    format_family_seed_summary,
+    seed_summary,
+    seed_table,
+)
 from gfs_opt.instance.milp_gap import summarize_gaps
 from gfs_opt.model import Params
 
@@ -116,6 +123,12 @@ def write_tables(res: ReproResults, folder: Path) -> dict[str, pd.DataFrame]:
     for group in ("ablations", "full"):
         if group in summ:
             tables[group] = run_table(summ[group])
+    by_seed = res.grid_by_seed()
+    if len(by_seed) > 1:
+        per_seed = seed_table(by_seed)
+        tables["grid_by_seed"] = per_seed
+        tables["grid_seeds"] = seed_summary(per_seed)
+        tables["grid_families"] = family_seed_summary(per_seed)
     comps = paper_comparisons(summ, res.config.ablation_load, res.best_baseline)
     tables["paper_vs_ours"] = comparisons_frame(comps)
     if res.gaps is not None:
@@ -209,6 +222,7 @@ def _grid(res: ReproResults) -> dict[str, Any] | None:
                                   secs(g["lp_jqt_mean"]), secs(m["hp_jqt_mean"]),
                                   secs(g["hp_jqt_mean"]), _milp_reports(m), f"{m['wall_s']:,.0f}"])
     return {
+        "seeds": _seed_grid(res),
         "setup": res.config.setup, "n_loads": len(summ), "gpus": f"{any_s.get('gpus', 0):,.0f}",
         "jobs_hp": f"{any_s.get('jobs_hp', 0):,}",
         "table": md_table(rows, ["load", "policy", "LP evict", "LP JQT mean s", "p50 s", "p90 s",
@@ -219,6 +233,32 @@ def _grid(res: ReproResults) -> dict[str, Any] | None:
                                      "HP JQT s", "GFS", "MILP solves (fallbacks)", "wall s"])
         if milp_rows else None,
     }
+
+
+def _seed_grid(res: ReproResults) -> dict[str, Any] | None:
+    """The grid over seeds: each metric as mean ± 95 % half-width, and GFS against each family
+    paired by seed (None with one seed)."""
+    by_seed = res.grid_by_seed()
+    if len(by_seed) < 2:
+        return None
+    df = seed_table(by_seed)
+    summ = seed_summary(df)
+    shown = [k for k in SHOWN if f"{k}_mean" in summ.columns]
+    rows = [[r["load"], r["policy"], *[_pm(r[f"{k}_mean"], r[f"{k}_ci95"], SHOWN[k][1],
+                                           SHOWN[k][2]) for k in shown]]
+            for _, r in summ.iterrows()]
+    seeds = sorted(by_seed)
+    return {"n": len(seeds), "list": ", ".join(map(str, seeds)), "first": res.config.seed,
+            "table": md_table(rows, ["load", "policy", *[SHOWN[k][0] for k in shown]]),
+            "families": [line.strip() for line in
+                         format_family_seed_summary(family_seed_summary(df))]}
+
+
+def _pm(mean: Any, half: Any, scale: float, digits: int) -> str:
+    if _nan(mean):
+        return "–"
+    text = f"{scale * mean:,.{digits}f}"
+    return text if _nan(half) else f"{text} ± {scale * half:,.{digits}f}"
 
 
 def _milp_reports(summary: Mapping[str, Any]) -> str:
@@ -505,7 +545,8 @@ def _config(res: ReproResults, command: str, assets: Path) -> dict[str, Any]:
                    "policies": ", ".join(c.policies),
                    "milp": f"{', '.join(c.milp_policies) or '–'} at {', '.join(c.milp_loads) or '–'}",
                    "ablation_load": c.ablation_load, "full": c.full_setup or "skipped",
-                   "seed": c.seed, "out": str(res.out), "reused": len(res.reused),
+                   "seed": (f"{', '.join(map(str, c.grid_seeds))} (grid), {c.seed} elsewhere"
+                            if len(c.grid_seeds) > 1 else str(c.seed)), "out": str(res.out), "reused": len(res.reused),
                    "assets": str(assets)},
         "timings": md_table(rows, ["step", "seconds"])}
 

@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.compare import RELATIVE, family_summary, format_family_summary
 from gfs_opt.experiments.runner import TIMING_KEYS, RunOutput
+from gfs_opt.experiments.seed_stats import t_interval
 from gfs_opt.experiments.sweep.cell import CellOutcome
 from gfs_opt.experiments.sweep.engines import Engine, Task
 from gfs_opt.experiments.sweep.spec import Cell, memory_hint_mb
@@ -229,12 +230,7 @@ def config_columns(cells: Sequence[Cell]) -> list[str]:
 
 def ci95(values: pd.Series) -> float:
     """Half-width of the 95 % Student-t confidence interval of the mean (NaN below 2 values)."""
-    x = values.dropna().to_numpy(dtype=float)
-    if len(x) < 2:
-        return math.nan
-    from scipy.stats import t
-
-    return float(t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return t_interval(values.dropna()).half     # the same interval as `compare --seeds`
 
 
 def summarize(table: pd.DataFrame, cells: Sequence[Cell]) -> pd.DataFrame:
