@@ -22,6 +22,7 @@ from gfs_opt.policies import make_policy
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import RoundHook, SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
+from gfs_opt.sim.recorder import EVICTION_COLUMNS
 from gfs_opt.traces.base import Trace, parse_time
 from gfs_opt.traces.load import load_trace
 from gfs_opt.traces.placeable import never_placeable_counts
@@ -73,6 +74,9 @@ class RunOutput:
     quotas: pd.DataFrame
     wall_s: float
     events: int
+    #: one row per eviction with its cause (`Recorder.eviction_table`)
+    evictions: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(EVICTION_COLUMNS)))
 
     def write(self, out: Path) -> None:
         """Write every table; each file appears whole or not at all."""
@@ -82,7 +86,7 @@ class RunOutput:
              "events": self.events}), indent=2, allow_nan=False))
         for name, df in (("per_class", self.per_class), ("per_pool", self.per_pool),
                          ("timeseries", self.timeseries), ("jobs", self.jobs),
-                         ("quota_log", self.quotas)):
+                         ("quota_log", self.quotas), ("evictions", self.evictions)):
             _atomic_csv(out / f"{name}.csv", df)
 
 
@@ -197,4 +201,4 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
     summary["warnings"] = warnings
     return RunOutput(spec, summary, per_class(rec), per_pool(rec), rec.timeseries(),
                      rec.jobs if rec.jobs is not None else pd.DataFrame(), rec.quota_table(),
-                     res.wall_s, res.events)
+                     res.wall_s, res.events, rec.eviction_table())

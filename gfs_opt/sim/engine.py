@@ -38,6 +38,7 @@ from gfs_opt.model import (
 )
 from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
+from gfs_opt.sim.causes import EvictionCause, eviction_causes
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
 from gfs_opt.sim.recorder import Recorder
@@ -272,7 +273,10 @@ class Simulator:
         self.running[r.job.id] = rj.checkpointed(t)
         self._push_window(r)
 
-    def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False) -> None:
+    def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False,
+               cause: EvictionCause | None = None) -> None:
+        """Stop a running LP job and re-queue it: an eviction (its ``cause`` recorded) or, when
+        ``voluntary``, a re-queue at a lease end (no work lost, no cause)."""
         job = r.job
         if job.is_hp:
             raise InvalidDecision(f"policy tried to evict HP job {job.id}")
@@ -292,6 +296,8 @@ class Simulator:
             self._window_outcome(r, t, False)
         placement = self._release(r, t, planned)
         nodes = tuple({n for n, _g in placement})
+        if cause is not None:
+            self.recorder.eviction(t, job, nodes, cause, r.in_eval)
         self.node_evictions.append((t, nodes))
         self._evictions_1h.append((t, nodes))
         for n in nodes:
@@ -421,11 +427,14 @@ class Simulator:
             self.recorder.quota(t, self.quotas)
         for reports in d.reports:
             self.recorder.report(t, reports)
-        for jid in d.victims:
+        # causes are read off the decision before any of it is applied (`eviction_causes`)
+        causes = (eviction_causes(self.state, self.jobs, self.running, d, planned)
+                  if d.victims else [])
+        for jid, cause in zip(d.victims, causes, strict=True):
             r = self.runs.get(jid)
             if r is None or r.status != "running":
                 raise InvalidDecision(f"victim {jid} is not running")
-            self._evict(r, t, voluntary=False, planned=planned)
+            self._evict(r, t, voluntary=False, planned=planned, cause=cause)
         for jid in d.requeue:
             r = self.runs.get(jid)
             if r is None or r.status != "running":
