@@ -83,7 +83,7 @@ def test_classify() -> None:
     assert classify(8_000, 8_000, fits=True) == "other"
 
 
-@pytest.mark.parametrize("policy", ["yarn-cs", "lyra", "fgd"])
+@pytest.mark.parametrize("policy", ["yarn-cs", "lyra", "fgd", "gfs-milp"])
 def test_pool_with_room_but_no_node_is_fragmentation(policy: str) -> None:
     # 2 nodes × 8 GPUs, a 4-GPU LP job on each: 8 GPUs free, no node has 8
     c = (Cluster(8, 8).run(1, LP, 4 * MILLI, ((0, (0, 1, 2, 3)),))
@@ -102,12 +102,13 @@ def test_full_pool_is_count() -> None:
     assert causes[0] == EvictionCause("count", 10, "A100", 4.0, 8.0, whole_node=True)
 
 
-def test_a_gang_is_judged_after_the_placements_before_it_in_the_decision() -> None:
+@pytest.mark.parametrize("policy", ["yarn-cs", "gfs-milp"])
+def test_a_gang_is_judged_after_the_placements_before_it_in_the_decision(policy: str) -> None:
     # node 1 is free: the first HP job takes it without eviction, the second must evict on
     # node 0, and by then the pool has no free GPU (count) although it had 8 at the round start
     c = (Cluster(8, 8).run(1, LP, 8 * MILLI, ((0, tuple(range(8))),))
          .wait(10, 8 * MILLI, submit=100.0).wait(11, 8 * MILLI, submit=200.0))
-    d, causes = causes_of(c)
+    d, causes = causes_of(c, policy)
     assert len(d.placements) == 2 and d.victims == [1]
     (cause,) = causes
     second = list(d.placements)[1]

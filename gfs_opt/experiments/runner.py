@@ -22,7 +22,6 @@ from gfs_opt.policies import make_policy
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import RoundHook, SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
-from gfs_opt.sim.recorder import EVICTION_COLUMNS
 from gfs_opt.traces.base import Trace, parse_time
 from gfs_opt.traces.load import load_trace
 from gfs_opt.traces.placeable import never_placeable_counts
@@ -74,9 +73,9 @@ class RunOutput:
     quotas: pd.DataFrame
     wall_s: float
     events: int
-    #: one row per eviction with its cause (`Recorder.eviction_table`)
-    evictions: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=list(EVICTION_COLUMNS)))
+    #: one row per eviction with its cause (`Recorder.eviction_table`); None where causes are
+    #: not known (a live Slurm replay, a run written before they were recorded)
+    evictions: pd.DataFrame | None = None
 
     def write(self, out: Path) -> None:
         """Write every table; each file appears whole or not at all."""
@@ -86,8 +85,10 @@ class RunOutput:
              "events": self.events}), indent=2, allow_nan=False))
         for name, df in (("per_class", self.per_class), ("per_pool", self.per_pool),
                          ("timeseries", self.timeseries), ("jobs", self.jobs),
-                         ("quota_log", self.quotas), ("evictions", self.evictions)):
+                         ("quota_log", self.quotas)):
             _atomic_csv(out / f"{name}.csv", df)
+        if self.evictions is not None:
+            _atomic_csv(out / "evictions.csv", self.evictions)
 
 
 def _atomic_text(path: Path, text: str) -> None:
