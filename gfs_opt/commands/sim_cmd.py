@@ -194,6 +194,11 @@ def format_summary(s: dict) -> str:
         f"  unfinished at end     {s['hp_unfinished']} HP, {s['lp_unfinished']} LP",
         _cost_line(s),
     ]
+    if "lp_evictions" in s:   # a simulation: each eviction has its cause (not a Slurm replay)
+        lines.insert(2, f"  LP evictions by cause {s['lp_evictions']} = {s['lp_evictions_count']} "
+                        f"count + {s['lp_evictions_fragmentation']} fragmentation "
+                        f"({100 * s['lp_fragmentation_share']:.0f} %) + {s['lp_evictions_other']} "
+                        f"other   (fragmentation: the pool had room, no node set hosts the gang)")
     if s.get("never_placeable_hp") or s.get("never_placeable_lp"):
         lines.insert(-1, f"  never placeable       {s.get('never_placeable_hp', 0)} HP, "
                          f"{s.get('never_placeable_lp', 0)} LP (gang larger than its pool)")

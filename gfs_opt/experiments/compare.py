@@ -25,6 +25,10 @@ TABLE_COLUMNS = {
     "lp_jct_mean": "LP JCT s",
     "hp_jqt_mean": "HP JQT s",
     "allocation_rate": "alloc %",
+    # evictions of scored LP jobs by cause (`gfs_opt.sim.causes`)
+    "lp_evictions": "LP evictions",
+    "lp_evictions_fragmentation": "LP evict frag",
+    "lp_fragmentation_share": "frag share %",
 }
 #: GFS's relative change is reported on these
 RELATIVE = ("lp_eviction_rate", "lp_jqt_mean")
@@ -183,6 +187,7 @@ def format_table(df: pd.DataFrame, reference: str = "gfs") -> str:
                      f"{r['lp_jqt_mean']:>11.0f}{r['lp_jqt_started_mean']:>11.0f}"
                      f"{int(r['lp_never_started']):>9d}{r['hp_jqt_mean']:>10.0f}"
                      f"{100 * r['allocation_rate']:>7.1f}%   {rel}")
+    lines += ["", *format_causes(df)]
     fam = family_summary(df, reference)
     if len(fam):
         lines += ["", *format_family_summary(fam, reference)]
@@ -191,6 +196,21 @@ def format_table(df: pd.DataFrame, reference: str = "gfs") -> str:
               "LP JQT (all) counts a job that never started with its wait until the replay ended "
               "(a lower bound); (started) averages the jobs that started."]
     return "\n".join(lines)
+
+
+def format_causes(df: pd.DataFrame) -> list[str]:
+    """LP evictions by cause per row of `table`: how many, how many of them fragmentation (the
+    pool had room, no node could host the HP gang) and their share."""
+    lines = ["LP evictions by cause (fragmentation: the pool had enough free GPUs, no node "
+             "could host the HP gang)"]
+    for _, r in df.iterrows():
+        n = r.get("lp_evictions", np.nan)
+        if pd.isna(n):
+            continue
+        lines.append(f"  {r['load']:<7}{r['policy']:<13}{int(n):>7d} evictions, "
+                     f"{int(r['lp_evictions_fragmentation']):>6d} fragmentation "
+                     f"({100 * r['lp_fragmentation_share']:.0f} %)")
+    return lines if len(lines) > 1 else []
 
 
 def _pct(x: float) -> str:

@@ -73,6 +73,9 @@ class RunOutput:
     quotas: pd.DataFrame
     wall_s: float
     events: int
+    #: one row per eviction with its cause (`Recorder.eviction_table`); None where causes are
+    #: not known (a live Slurm replay, a run written before they were recorded)
+    evictions: pd.DataFrame | None = None
 
     def write(self, out: Path) -> None:
         """Write every table; each file appears whole or not at all."""
@@ -84,6 +87,8 @@ class RunOutput:
                          ("timeseries", self.timeseries), ("jobs", self.jobs),
                          ("quota_log", self.quotas)):
             _atomic_csv(out / f"{name}.csv", df)
+        if self.evictions is not None:
+            _atomic_csv(out / "evictions.csv", self.evictions)
 
 
 def _atomic_text(path: Path, text: str) -> None:
@@ -197,4 +202,4 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
     summary["warnings"] = warnings
     return RunOutput(spec, summary, per_class(rec), per_pool(rec), rec.timeseries(),
                      rec.jobs if rec.jobs is not None else pd.DataFrame(), rec.quota_table(),
-                     res.wall_s, res.events)
+                     res.wall_s, res.events, rec.eviction_table())

@@ -39,6 +39,7 @@ from gfs_opt.model import (
 from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
 from gfs_opt.quota.rule import demand_bound
+from gfs_opt.sim.causes import EvictionCause, eviction_causes
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
 from gfs_opt.sim.recorder import Recorder
@@ -295,7 +296,10 @@ class Simulator:
         self.running[r.job.id] = rj.checkpointed(t)
         self._push_window(r)
 
-    def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False) -> None:
+    def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False,
+               cause: EvictionCause | None = None) -> None:
+        """Stop a running LP job and re-queue it: an eviction (its ``cause`` recorded) or, when
+        ``voluntary``, a re-queue at a lease end (no work lost, no cause)."""
         job = r.job
         if job.is_hp:
             raise InvalidDecision(f"policy tried to evict HP job {job.id}")
@@ -315,6 +319,8 @@ class Simulator:
             self._window_outcome(r, t, False)
         placement = self._release(r, t, planned)
         nodes = tuple({n for n, _g in placement})
+        if cause is not None:
+            self.recorder.eviction(t, job, nodes, cause, r.in_eval)
         self.node_evictions.append((t, nodes))
         self._evictions_1h.append((t, nodes))
         for n in nodes:
@@ -457,12 +463,22 @@ class Simulator:
             self.reserves.update(d.reserves)
         for reports in d.reports:
             self.recorder.report(t, reports)
-        self._attributable = self._attribution(d, planned) if d.victims else {}
-        for jid in d.victims:
+        # causes are read off the decision before any of it is applied (`eviction_causes`),
+        # with what the quota planned for (`_attribution`)
+        causes: list[EvictionCause] = []
+        self._attributable = {}
+        if d.victims:
+            causes = eviction_causes(self.state, self.jobs, self.running, d, planned)
+            plans = self._attribution(d, planned)
+            self._attributable = {pool: a for pool, (a, _hp, _plan) in plans.items()}
+            causes = [replace(c, hp_after_gpus=plans[c.pool][1], plan_gpus=plans[c.pool][2],
+                              quota_attributable=plans[c.pool][0])
+                      if c.pool in plans else c for c in causes]
+        for jid, cause in zip(d.victims, causes, strict=True):
             r = self.runs.get(jid)
             if r is None or r.status != "running":
                 raise InvalidDecision(f"victim {jid} is not running")
-            self._evict(r, t, voluntary=False, planned=planned)
+            self._evict(r, t, voluntary=False, planned=planned, cause=cause)
         for jid in d.requeue:
             r = self.runs.get(jid)
             if r is None or r.status != "running":
@@ -479,8 +495,9 @@ class Simulator:
         if self.cfg.check_invariants:
             self.check_invariants(t)
 
-    def _attribution(self, d: Decision, planned: bool) -> dict[str, bool]:
-        """Per pool with victims in ``d``: whether its evictions are the quota's to answer for —
+    def _attribution(self, d: Decision, planned: bool) -> dict[str, tuple[bool, float, float]]:
+        """Per pool with victims in ``d``: (whether its evictions are the quota's to answer for,
+        HP GPUs once ``d`` is applied, the plan U_0 in GPUs or NaN) — the quota's to answer for:
         HP demand once ``d`` is applied above the plan U_0 = μ_0 + z_ρ·σ_0/η the quota was set
         for (a forecast error a wider margin would have absorbed), or no plan at all. Evictions
         with HP inside the plan come from where LP sits or from LP admitted earlier under a
@@ -496,14 +513,14 @@ class Simulator:
                 job = self.jobs.get(jid)
                 if job is not None and job.is_hp and job.pool in hp_after:
                     hp_after[job.pool] += job.demand
-        out: dict[str, bool] = {}
+        out: dict[str, tuple[bool, float, float]] = {}
         for pool, hp in hp_after.items():
             fc = self.forecasts.get(pool)
             if fc is None or len(fc.mean) == 0:
-                out[pool] = True
+                out[pool] = (True, hp / MILLI, math.nan)
                 continue
             plan = float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
-            out[pool] = hp > plan * MILLI
+            out[pool] = (hp > plan * MILLI, hp / MILLI, plan)
         return out
 
     def check_invariants(self, t: float) -> None:

@@ -3,6 +3,11 @@
 Queueing time comes three ways, kept apart everywhere it is shown: ``lp_jqt_mean`` over every
 scored LP job (a job that never started counts its wait until the replay ends, a lower bound),
 ``lp_jqt_started_mean`` over the jobs that started at least once, and ``lp_never_started``.
+
+Evictions of scored LP jobs come split by cause (`gfs_opt.sim.causes`): ``lp_evictions`` =
+``lp_evictions_count`` + ``lp_evictions_fragmentation`` + ``lp_evictions_other`` (the sum of the
+jobs table's ``evictions`` over LP jobs), and ``lp_fragmentation_share`` = fragmentation ÷ all
+(0.0 for a run without evictions, so that the column stays numeric and averages over runs).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gfs_opt.sim.causes import KINDS
 from gfs_opt.sim.recorder import Recorder
 
 HOURS_PER_MONTH = 720.0
@@ -118,6 +124,7 @@ def summarize(rec: Recorder, price_per_gpu_hour: float = 2.0) -> dict[str, Any]:
         st = _stats(started["jqt"] if len(started) else pd.Series(dtype=float))
         out[f"{name}_jqt_started_mean"] = st["mean"]
         out[f"{name}_jqt_started_p99"] = st["p99"]
+    out.update(eviction_causes(rec))
     reports = rec.report_table()
     out["solver_reports"] = reports.to_dict(orient="records")
     # exact steps over the whole replay: how often the greedy answer had to stand in
@@ -125,6 +132,21 @@ def summarize(rec: Recorder, price_per_gpu_hour: float = 2.0) -> dict[str, Any]:
     out["milp_solves"] = int(milp["count"].sum())
     out["milp_fallbacks"] = int(milp.loc[milp["fallback"].astype(bool), "count"].sum())
     out["milp_timeouts"] = int(milp.loc[milp["status"] == "timeout", "count"].sum())
+    return out
+
+
+def eviction_causes(rec: Recorder) -> dict[str, Any]:
+    """Evictions of scored LP jobs by cause (module doc)."""
+    causes = [cause for _t, job, _n, cause, in_eval in rec.evictions
+              if in_eval and not job.is_hp]
+    kinds = [c.kind for c in causes]
+    n = len(kinds)
+    out: dict[str, Any] = {"lp_evictions": n}
+    for kind in KINDS:
+        out[f"lp_evictions_{kind}"] = kinds.count(kind)
+    out["lp_fragmentation_share"] = out["lp_evictions_fragmentation"] / n if n else 0.0
+    # the evictions the spot quota answers for: HP above its plan U_0 (issue 40)
+    out["lp_evictions_quota_attributable"] = sum(c.quota_attributable for c in causes)
     return out
 
 

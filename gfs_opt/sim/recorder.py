@@ -1,4 +1,5 @@
-"""What a simulation records: 60 s samples, window outcomes, quota log, solver reports, jobs."""
+"""What a simulation records: 60 s samples, window outcomes, quota log, solver reports, evictions
+with their causes, jobs."""
 
 from __future__ import annotations
 
@@ -9,8 +10,19 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from gfs_opt.model import MILLI, ClusterState, Params, SolveReport
+from gfs_opt.model import MILLI, ClusterState, Job, Params, SolveReport
+from gfs_opt.sim.causes import CAUSE_FIELDS, EvictionCause
 from gfs_opt.sim.jobrun import JobRun
+
+#: the eviction table's columns: when and whom, then its cause (`EvictionCause`'s fields, so a
+#: field added there lands here), then whether the job is scored (submitted in the window)
+EVICTION_COLUMNS: tuple[str, ...] = (
+    "t", "job_id", "pool", "nodes", "gpus", *(f for f in CAUSE_FIELDS if f != "pool"), "in_eval")
+#: the jobs table's columns
+JOB_COLUMNS: tuple[str, ...] = (
+    "job_id", "cls", "pool", "org", "gpus_per_worker", "workers", "submit", "duration",
+    "guarantee_h", "first_start", "end", "jqt", "jct", "evictions", "requeues", "windows_ok",
+    "windows_failed", "lost_gpu_s", "held_gpu_s", "status", "evictions_fragmentation")
 
 
 class Recorder:
@@ -27,6 +39,8 @@ class Recorder:
         self.quota_log: list[tuple[float, str, float, float]] = []
         self.reports: Counter[tuple[str, str, str, bool]] = Counter()
         self.report_time: dict[tuple[str, str], float] = {}
+        #: (t, job, nodes, cause, in_eval) of every eviction, in order
+        self.evictions: list[tuple[float, Job, tuple[int, ...], EvictionCause, bool]] = []
         self.jobs: pd.DataFrame | None = None
         self.end_time = math.nan
         self._timeseries: tuple[int, pd.DataFrame] | None = None   # (samples it holds, table)
@@ -53,8 +67,14 @@ class Recorder:
         key = (rep.step, rep.method)
         self.report_time[key] = self.report_time.get(key, 0) + rep.time_s
 
+    def eviction(self, t: float, job: Job, nodes: tuple[int, ...], cause: EvictionCause,
+                 in_eval: bool) -> None:
+        self.evictions.append((t, job, tuple(sorted(nodes)), cause, in_eval))
+
     def finish(self, t: float, runs: Iterable[JobRun]) -> None:
         self.end_time = t
+        frag = Counter(job.id for _t, job, _n, cause, _e in self.evictions
+                       if cause.kind == "fragmentation")
         rows = []
         for r in runs:
             if not r.in_eval:
@@ -66,11 +86,8 @@ class Recorder:
                          j.duration, j.guarantee_h, r.first_start, r.end, qt,
                          r.end - j.submit if r.status == "done" else math.nan,
                          r.evictions, r.requeues, r.windows_ok, r.windows_failed, r.lost_gpu_s,
-                         r.held_gpu_s, r.status))
-        self.jobs = pd.DataFrame(rows, columns=[
-            "job_id", "cls", "pool", "org", "gpus_per_worker", "workers", "submit", "duration",
-            "guarantee_h", "first_start", "end", "jqt", "jct", "evictions", "requeues",
-            "windows_ok", "windows_failed", "lost_gpu_s", "held_gpu_s", "status"])
+                         r.held_gpu_s, r.status, frag[j.id]))
+        self.jobs = pd.DataFrame(rows, columns=list(JOB_COLUMNS))
 
     # ---- tables ------------------------------------------------------------------------------
     def timeseries(self) -> pd.DataFrame:
@@ -97,6 +114,17 @@ class Recorder:
             "allocated": used.ravel(), "hp": hp.ravel(), "lp": lp.ravel(),
             "capacity": np.tile(cap, n),
         })
+
+    def eviction_table(self) -> pd.DataFrame:
+        """One row per eviction (`EVICTION_COLUMNS`): time, job, its pool, nodes (indices,
+        space-separated) and GPUs, the cause (`gfs_opt.sim.causes`), whether the job is scored."""
+        rows = []
+        for t, job, nodes, cause, in_eval in self.evictions:
+            c = {f: getattr(cause, f) for f in CAUSE_FIELDS}
+            rows.append({"t": t, "job_id": job.id, "nodes": " ".join(map(str, nodes)),
+                         "gpus": job.demand / MILLI, **c, "in_eval": in_eval})
+        df = pd.DataFrame(rows, columns=list(EVICTION_COLUMNS))
+        return df.astype({"hp_job": "Int64", "whole_node": bool, "in_eval": bool})
 
     def quota_table(self) -> pd.DataFrame:
         return pd.DataFrame(self.quota_log, columns=["t", "pool", "class_h", "quota_gpus"])

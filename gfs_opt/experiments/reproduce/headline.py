@@ -31,6 +31,11 @@ RUN_COLUMNS = {
     "hp_jct_p99": "HP JCT p99 s",
     "allocation_rate": "alloc",
     "useful_gpu_time_rate": "useful",
+    # evictions of scored LP jobs by cause (`gfs_opt.sim.causes`)
+    "lp_evictions": "LP evictions",
+    "lp_evictions_count": "LP evict count",
+    "lp_evictions_fragmentation": "LP evict frag",
+    "lp_fragmentation_share": "frag share",
 }
 #: metrics whose relative change vs the baselines the report shows
 CHANGE_METRICS = {"lp_eviction_rate": "LP eviction", "lp_jqt_mean": "LP JQT",

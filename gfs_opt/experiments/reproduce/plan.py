@@ -290,9 +290,16 @@ def load_run(folder: Path, spec: RunSpec | None = None) -> RunOutput | None:
         if raw.get(key) is not None:
             raw[key] = tuple(raw[key])
     summary = {k: (float("nan") if v is None else v) for k, v in doc["summary"].items()}
-    return RunOutput(RunSpec(**raw), summary, tables["per_class"].set_index("cls"),
-                     tables["per_pool"].set_index("pool"), tables["timeseries"], tables["jobs"],
-                     tables["quota_log"], float(doc.get("wall_s", 0.0)), int(doc.get("events", 0)))
+    out = RunOutput(RunSpec(**raw), summary, tables["per_class"].set_index("cls"),
+                    tables["per_pool"].set_index("pool"), tables["timeseries"], tables["jobs"],
+                    tables["quota_log"], float(doc.get("wall_s", 0.0)), int(doc.get("events", 0)))
+    evictions = folder / "evictions.csv"
+    if evictions.exists():     # a run written before evictions were recorded has none
+        try:
+            out.evictions = pd.read_csv(evictions)
+        except (OSError, ValueError, pd.errors.EmptyDataError):
+            return None
+    return out
 
 
 # ---- running ----------------------------------------------------------------------------------

@@ -201,7 +201,8 @@ def _grid(res: ReproResults) -> dict[str, Any] | None:
     rows = [[r["load"], r["policy"], pct(r["lp_eviction_rate"], digits=2), secs(r["lp_jqt_mean"]),
              secs(r["lp_jqt_p50"]), secs(r["lp_jqt_p90"]), secs(r["lp_jqt_started_mean"]),
              num(r["lp_never_started"]), secs(r["hp_jqt_mean"]), secs(r["hp_jct_p99"]),
-             pct(r["allocation_rate"]), pct(r["useful_gpu_time_rate"]), f"{r['wall_s']:,.0f}"]
+             pct(r["allocation_rate"]), pct(r["useful_gpu_time_rate"]), _causes(r),
+             f"{r['wall_s']:,.0f}"]
             for _, r in table.iterrows()]
     any_s = next(iter(next(iter(summ.values())).values()))
     blocks = []
@@ -227,7 +228,8 @@ def _grid(res: ReproResults) -> dict[str, Any] | None:
         "jobs_hp": f"{any_s.get('jobs_hp', 0):,}",
         "table": md_table(rows, ["load", "policy", "LP evict", "LP JQT mean s", "p50 s", "p90 s",
                                  "LP JQT started s", "LP never started", "HP JQT s",
-                                 "HP JCT p99 s", "alloc", "useful", "wall s"]),
+                                 "HP JCT p99 s", "alloc", "useful",
+                                 "LP evictions: count / frag (frag share)", "wall s"]),
         "changes": blocks,
         "milp": md_table(milp_rows, ["load", "policy", "LP evict", "GFS", "LP JQT s", "GFS",
                                      "HP JQT s", "GFS", "MILP solves (fallbacks)", "wall s"])
@@ -259,6 +261,13 @@ def _pm(mean: Any, half: Any, scale: float, digits: int) -> str:
         return "–"
     text = f"{scale * mean:,.{digits}f}"
     return text if _nan(half) else f"{text} ± {scale * half:,.{digits}f}"
+def _causes(r: Mapping[str, Any]) -> str:
+    """A run's LP evictions split by cause: count / fragmentation (fragmentation's share); a
+    dash for a summary written before causes were recorded."""
+    if _nan(r.get("lp_evictions")):
+        return "–"
+    return (f"{num(r['lp_evictions_count'])} / {num(r['lp_evictions_fragmentation'])} "
+            f"({pct(r['lp_fragmentation_share'], digits=0)})")
 
 
 def _milp_reports(summary: Mapping[str, Any]) -> str:
