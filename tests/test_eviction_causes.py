@@ -247,6 +247,9 @@ def test_causes_are_consistent_on_random_runs(trace: Trace, policy: str) -> None
     unlinked = ev[ev["hp_job"].isna()]
     assert (unlinked["kind"] == "other").all() and unlinked["hp_demand_gpus"].isna().all()
     assert not unlinked["whole_node"].any()
+    # a greedy pass evicts only the jobs on the GPUs an HP worker then takes, and only when the
+    # gang fits no free GPUs: every eviction is tied to its HP job, and none is "other"
+    assert (ev["kind"] != "other").all()
     jobs = sim.recorder.jobs
     assert jobs is not None
     lp = jobs[jobs["cls"] == "LP"]
