@@ -9,6 +9,7 @@ adds up, and random runs where each logged cause is consistent with what it reco
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,11 @@ from hypothesis import strategies as hst
 from sim_strategies import traces
 from strategies import rounds
 
+from gfs_opt.experiments.compare import format_table, table
+from gfs_opt.experiments.reproduce.headline import run_table
+from gfs_opt.experiments.reproduce.plan import load_run
+from gfs_opt.experiments.reproduce.report import _causes
+from gfs_opt.experiments.runner import RunSpec, run
 from gfs_opt.model import MILLI, ClusterState, Decision, Job, JobClass, Params, Round, RunningJob
 from gfs_opt.policies import make_policy
 from gfs_opt.preempt.fit_memo import slots
@@ -183,6 +189,16 @@ def trace_of(nodes: list[tuple[str, int]], jobs: list[tuple]) -> Trace:
     return Trace(node_df, pd.DataFrame(rows, columns=TRACE_JOB_COLUMNS))
 
 
+def fragmentation_trace() -> Trace:
+    """LP fills both nodes, two jobs end (one on each node), an HP job needing a whole node
+    arrives (fragmentation); the evicted job restarts beside the other LP job, and a second HP
+    job finds the pool full (count, twice)."""
+    return trace_of([("A100", 8), ("A100", 8)], [
+        (1, "LP", 4, 1, 0, 36_000), (2, "LP", 4, 1, 0, 1_000), (3, "LP", 4, 1, 0, 1_000),
+        (4, "LP", 4, 1, 0, 36_000), (10, "HP", 8, 1, 2_000, 30_000),
+        (11, "HP", 8, 1, 3_000, 30_000)])
+
+
 def simulate(trace: Trace, policy: str, planned: bool = True) -> Simulator:
     last = float(trace.jobs["submit"].max())
     cfg = SimConfig(eval_start=0.0, eval_end=last + 1.0, sample_s=300.0, check_invariants=True,
@@ -195,14 +211,7 @@ def simulate(trace: Trace, policy: str, planned: bool = True) -> Simulator:
 
 
 def test_simulation_records_fragmentation_then_count() -> None:
-    """LP fills both nodes, two jobs end (one on each node), an HP job needing a whole node
-    arrives (fragmentation); the evicted job restarts beside the other LP job, and a second HP
-    job finds the pool full (count, twice)."""
-    trace = trace_of([("A100", 8), ("A100", 8)], [
-        (1, "LP", 4, 1, 0, 36_000), (2, "LP", 4, 1, 0, 1_000), (3, "LP", 4, 1, 0, 1_000),
-        (4, "LP", 4, 1, 0, 36_000), (10, "HP", 8, 1, 2_000, 30_000),
-        (11, "HP", 8, 1, 3_000, 30_000)])
-    sim = simulate(trace, "yarn-cs")
+    sim = simulate(fragmentation_trace(), "yarn-cs")
     ev = sim.recorder.eviction_table()
     assert list(ev.columns) == list(EVICTION_COLUMNS)
     assert list(ev["kind"]) == ["fragmentation", "count", "count"]
@@ -247,6 +256,9 @@ def test_causes_are_consistent_on_random_runs(trace: Trace, policy: str) -> None
     unlinked = ev[ev["hp_job"].isna()]
     assert (unlinked["kind"] == "other").all() and unlinked["hp_demand_gpus"].isna().all()
     assert not unlinked["whole_node"].any()
+    # a greedy pass evicts only the jobs on the GPUs an HP worker then takes, and only when the
+    # gang fits no free GPUs: every eviction is tied to its HP job, and none is "other"
+    assert (ev["kind"] != "other").all()
     jobs = sim.recorder.jobs
     assert jobs is not None
     lp = jobs[jobs["cls"] == "LP"]
@@ -260,3 +272,41 @@ def test_causes_are_consistent_on_random_runs(trace: Trace, policy: str) -> None
         assert per_job.get(row.job_id, 0) == row.evictions
     again = simulate(trace, policy, planned=False).recorder.eviction_table()
     pd.testing.assert_frame_equal(ev, again)
+
+
+# ---- where the split is shown ------------------------------------------------------------------
+def test_run_output_writes_and_reloads_the_eviction_table(tmp_path: Path) -> None:
+    trace = fragmentation_trace()
+    out = run(RunSpec(policy="yarn-cs", drain_days=1.0), trace=(trace, 0.0, 3_001.0))
+    assert out.evictions is not None and list(out.evictions["kind"]) == [
+        "fragmentation", "count", "count"]
+    assert out.summary["lp_evictions_fragmentation"] == 1
+    out.write(tmp_path)
+    assert (tmp_path / "evictions.csv").exists()
+    back = load_run(tmp_path)
+    assert back is not None and back.evictions is not None
+    assert list(back.evictions.columns) == list(EVICTION_COLUMNS)
+    assert list(back.evictions["kind"]) == list(out.evictions["kind"])
+    assert list(back.evictions["nodes"].astype(str)) == list(out.evictions["nodes"])
+
+
+def test_compare_table_and_csv_carry_the_split() -> None:
+    trace = fragmentation_trace()
+    outs = {p: run(RunSpec(policy=p, drain_days=1.0), trace=(trace, 0.0, 3_001.0))
+            for p in ("yarn-cs", "chronus")}
+    df = table({"medium": outs}, reference="yarn-cs")
+    assert {"lp_evictions", "lp_evictions_fragmentation", "lp_fragmentation_share"} <= set(df)
+    row = df.set_index("policy").loc["yarn-cs"]
+    assert (row["lp_evictions"], row["lp_evictions_fragmentation"]) == (3, 1)
+    text = format_table(df, reference="yarn-cs")
+    assert "yarn-cs            3 evictions,      1 fragmentation (33 %)" in text
+    assert "chronus            0 evictions,      0 fragmentation (0 %)" in text
+
+
+def test_reproduction_grid_shows_the_split() -> None:
+    s = {"lp_evictions": 3, "lp_evictions_count": 2, "lp_evictions_fragmentation": 1,
+         "lp_evictions_other": 0, "lp_fragmentation_share": 1 / 3}
+    grid = run_table({"medium": {"gfs": s, "old": {}}}).set_index("policy")
+    assert grid.loc["gfs", "lp_evictions_fragmentation"] == 1
+    assert _causes(grid.loc["gfs"]) == "2 / 1 (33 %)"
+    assert _causes(grid.loc["old"]) == "–"      # a summary from before causes were recorded

@@ -42,7 +42,9 @@ KINDS: tuple[CauseKind, ...] = ("count", "fragmentation", "other")
 @dataclass(frozen=True, slots=True)
 class EvictionCause:
     """The cause of one eviction (module doc). GPU amounts in GPUs; ``hp_job`` None and
-    ``hp_demand_gpus`` NaN when no HP placement of the decision needed the victim."""
+    ``hp_demand_gpus`` NaN when no HP placement of the decision needed the victim (then
+    ``pool_free_gpus`` is the pool's before the decision). A field added here becomes a column of
+    the eviction table (`CAUSE_FIELDS`); give it a default so the constructors below still hold."""
 
     kind: CauseKind
     hp_job: int | None

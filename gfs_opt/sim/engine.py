@@ -296,10 +296,7 @@ class Simulator:
         self.running[r.job.id] = rj.checkpointed(t)
         self._push_window(r)
 
-    def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False,
-               cause: EvictionCause | None = None) -> None:
-        """Stop a running LP job and re-queue it: an eviction (its ``cause`` recorded) or, when
-        ``voluntary``, a re-queue at a lease end (no work lost, no cause)."""
+    def _evict(self, r: JobRun, t: float, voluntary: bool, planned: bool = False) -> None:
         job = r.job
         if job.is_hp:
             raise InvalidDecision(f"policy tried to evict HP job {job.id}")
@@ -319,8 +316,6 @@ class Simulator:
             self._window_outcome(r, t, False)
         placement = self._release(r, t, planned)
         nodes = tuple({n for n, _g in placement})
-        if cause is not None:
-            self.recorder.eviction(t, job, nodes, cause, r.in_eval)
         self.node_evictions.append((t, nodes))
         self._evictions_1h.append((t, nodes))
         for n in nodes:
@@ -478,7 +473,9 @@ class Simulator:
             r = self.runs.get(jid)
             if r is None or r.status != "running":
                 raise InvalidDecision(f"victim {jid} is not running")
-            self._evict(r, t, voluntary=False, planned=planned, cause=cause)
+            nodes = tuple(sorted({n for n, _g in self.running[jid].placement}))
+            self._evict(r, t, voluntary=False, planned=planned)
+            self.recorder.eviction(t, r.job, nodes, cause, r.in_eval)
         for jid in d.requeue:
             r = self.runs.get(jid)
             if r is None or r.status != "running":

@@ -69,7 +69,7 @@ class Recorder:
 
     def eviction(self, t: float, job: Job, nodes: tuple[int, ...], cause: EvictionCause,
                  in_eval: bool) -> None:
-        self.evictions.append((t, job, tuple(sorted(nodes)), cause, in_eval))
+        self.evictions.append((t, job, nodes, cause, in_eval))
 
     def finish(self, t: float, runs: Iterable[JobRun]) -> None:
         self.end_time = t
