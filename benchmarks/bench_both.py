@@ -35,7 +35,10 @@ OUT = Path(__file__).resolve().parent.parent / "results" / "bench-both"
 NONE = ("yarn-cs", "lyra", "fgd")           # the preemptive no-quota baselines
 SQA = ("yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
 TARGET_POLICIES = ("gfs", "gfs-milp", *NONE, "chronus", *SQA)
-ABLATIONS = ("gfs", "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside")
+ABLATIONS = ("gfs", "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-paper-eta")
+#: the η frontier: (policy, fixed η) — η = 1 of the +sqa family is in the targets grid
+FRONTIER = (("gfs-static-eta", 0.5), ("gfs-static-eta", 1.0), ("gfs-static-eta", 2.0),
+            ("yarn-cs+sqa", 0.5), ("yarn-cs+sqa", 2.0), ("yarn-cs+sqa", 4.0))
 CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
 
 
@@ -49,15 +52,19 @@ class Cell:
     trace: str | None = None          # a trace path under $GFS_DATA_DIR instead of a setup
     capacity_scale: float = 1.0
     time_scale: float = 1.0
+    opts: tuple[tuple[str, float], ...] = ()   # extra policy options, e.g. (("quota_eta", 2),)
 
     def key(self) -> str:
         fc = self.forecaster if family(self.policy) != "none" or self.policy.startswith(
             "gfs") else "-"
-        raw = json.dumps({**asdict(self), "forecaster": fc}, sort_keys=True)
+        fields = {**asdict(self), "forecaster": fc}
+        if not self.opts:            # keys of cells without options stay as they were
+            del fields["opts"]
+        raw = json.dumps(fields, sort_keys=True)
         return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
     def spec(self) -> RunSpec:
-        opts = options_for(self.policy, {"forecaster": self.forecaster})
+        opts = {**options_for(self.policy, {"forecaster": self.forecaster}), **dict(self.opts)}
         if self.trace is not None:
             return RunSpec(trace=str(data_dir() / self.trace), policy=self.policy,
                            policy_options=opts, lp_load=self.load, seed=self.seed,
@@ -71,6 +78,10 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
     if name in ("targets", "all"):
         cells += [Cell(p, f, s, fc) for fc in ("ets", "prophet") for f in LOADS.values()
                   for s in seeds for p in TARGET_POLICIES]
+    if name in ("frontier", "all"):
+        cells += [Cell(p, 1.0, s, "ets", opts=(("quota_eta", eta),) if eta != 1.0 else ())
+                  for s in seeds for p, eta in FRONTIER]
+        cells += [Cell(p, 1.0, s, "ets") for s in seeds for p in ("gfs", "gfs-paper-eta")]
     if name in ("ablations", "all"):
         cells += [Cell(p, 1.0, s, "ets") for s in range(6) for p in ABLATIONS]
     if name in ("chronus", "all"):
@@ -212,8 +223,9 @@ def table_rows(cells: list[Cell], title: str) -> None:
     print("|---|---:|---|---:|---:|---:|---:|")
     groups: dict[tuple, list[Cell]] = {}
     for c in cells:
+        name = c.policy + "".join(f" {k}={v:g}" for k, v in c.opts)
         groups.setdefault((c.trace or c.setup, c.capacity_scale, c.time_scale, c.load,
-                           c.policy), []).append(c)
+                           name), []).append(c)
     for (tr, cap, ts, load, pol), cs in groups.items():
         got = [x for x in (_load(c) for c in cs) if x is not None]
         if not got:
@@ -230,18 +242,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--grid", default="targets",
-                   choices=["targets", "ablations", "chronus", "seeds", "all"])
+                   choices=["targets", "frontier", "ablations", "chronus", "seeds", "all"])
     r.add_argument("--workers", type=int, default=2)
     t = sub.add_parser("table")
     t.add_argument("which", nargs="?", default="all",
-                   choices=["targets", "ablations", "chronus", "seeds", "all"])
+                   choices=["targets", "frontier", "ablations", "chronus", "seeds", "all"])
     args = ap.parse_args(argv)
     if args.cmd == "run":
         cmd_run(args.grid, args.workers)
         return 0
     if args.which in ("targets", "all"):
         table_targets()
-    for name, title in (("ablations", "Ablations, paper-a100 medium, ETS"),
+    for name, title in (("frontier", "η frontier, paper-a100 medium, ETS (quota_eta = fixed η)"),
+                        ("ablations", "Ablations, paper-a100 medium, ETS"),
                         ("chronus", "Chronus MIX1 ×24, ETS"),
                         ("seeds", "paper-a100 drawn with other seeds (3–5), medium, ETS")):
         if args.which in (name, "all"):

@@ -285,9 +285,14 @@ def _ablations(res: ReproResults) -> dict[str, Any] | None:
     t = ablation_table(by_pol)
     paper = {"gfs": ("1.21 %", "575.4"), "gfs-week-peak": ("8.08 %", "10,502.4"),
              "gfs-static-eta": ("–", "2,174.3")}
-    about = {"gfs": "GFS as published", "gfs-week-peak": "forecaster = previous-week peak",
+    about = {"gfs": "GFS in gfs_opt (shape reserve, gang-aware victims, LP beside HP, η on "
+             "attributable evictions)", "gfs-week-peak": "forecaster = previous-week peak",
              "gfs-static-eta": "η fixed at 1", "gfs-no-history": "PTS ignores eviction history E(n)",
-             "gfs-naive-victims": "first candidate node, victims in arbitrary order"}
+             "gfs-naive-victims": "first candidate node, victims in arbitrary order",
+             "gfs-no-shape": "no whole-node reserve (count quota only)",
+             "gfs-worker-victims": "victims chosen worker by worker (PTS), not for the gang",
+             "gfs-no-beside": "LP co-located with LP (PTS), not beside HP",
+             "gfs-paper-eta": "η moves on every eviction (paper), not the attributable ones"}
     rows = [[r["policy"], about.get(r["policy"], ""), pct(r["lp_eviction_rate"], digits=2),
              f"{r['lp_eviction_rate_x_gfs']:.2f}×", secs(r["lp_jqt_mean"]),
              f"{r['lp_jqt_mean_x_gfs']:.2f}×", secs(r["lp_jqt_p90"]), num(r["lp_never_started"]),
