@@ -148,3 +148,25 @@ def test_ortools_and_pulp_agree(rnd: Round) -> None:
     assert plain.status == "Optimal"
     assert res.value == pytest.approx(plain.value, rel=1e-7, abs=1e-7)
     assert admission_problems(rnd, plain.admitted, opts, plain.placements) == []
+
+
+def test_admission_keeps_the_whole_node_reserve() -> None:
+    # 4 nodes × 8 GPUs, LP on half of node 0; pending LP: 4 GPUs (fits beside it) and 8 GPUs
+    # (needs a whole free node). With 3 whole free nodes reserved only the first may start;
+    # with 2 both may (one whole node broken); without a reserve the MILP takes both too.
+    from dataclasses import replace
+
+    running = [(job(1, "LP", 4), ((0, (0, 1, 2, 3)),), 7000.0)]
+    rnd = make_round([("A", 8)] * 4, running, [job(2, "LP", 4), job(3, "LP", 8)])
+    free = solve_quota(rnd)
+    assert sorted(free.admitted) == [2, 3]
+    for reserve, want in ((3, [2]), (2, [2, 3])):
+        held = replace(rnd, reserves={("A", 1.0): reserve})
+        res = solve_quota(held)
+        assert res.report.status == "optimal" and not res.report.fallback
+        assert sorted(res.admitted) == want
+        assert not admission_problems(held, res.admitted, placements=res.placements)
+    # the checker refuses an admission that breaks into the reserve
+    held = replace(rnd, reserves={("A", 1.0): 3})
+    bad = admission_problems(held, [2, 3], placements=free.placements)
+    assert any("reserve" in p for p in bad)

@@ -6,8 +6,9 @@ standalone copy of the round, with a time limit; on time-out or failure the gree
 used instead and the report says so (``fallback``). Gangs that could not start even if every LP
 job were evicted (`may_fit_by_preemption`) are left out, and with none left no MILP is solved:
 on `paper-a100` a few such gangs wait for weeks and would otherwise cost one solve per pass.
-With ``quota_method="milp"`` the spot quota comes from the chance-constrained admission MILP at
-every refresh.
+With ``quota_method="milp"`` the chance-constrained admission MILP (with the shape rows of the
+whole-node reserve) decides which LP jobs start at the first quota refresh of each hour with LP
+waiting, and its implied quotas govern the greedy LP passes until the next refresh.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gfs_opt.model import (
     Decision,
     Job,
     JobClass,
+    Params,
     Round,
     RunningJob,
     plain_dict,
@@ -31,6 +33,7 @@ from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.fit_memo import lacks_room
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import solve_preemption
+from gfs_opt.quota.admission import lp_order_key
 from gfs_opt.quota.milp import QuotaOptions, solve_quota
 from gfs_opt.solve import SolverOptions
 
@@ -97,24 +100,49 @@ class GFSMilpPolicy(GFSPolicy):
             out["admission"] += ", replaced by the admission MILP at each refresh"
         return out
 
+    def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
+        super().reset(state, params, origin)
+        self._milp_due = False
+        self._milp_last = -float("inf")
+
     def quotas_for_pass(self, rnd: Round, decision: Decision) -> Mapping[tuple[str, float], int] | None:
-        """The rule's quotas, replaced by the admission MILP's at each refresh with LP waiting."""
+        """The rule's quotas; with ``quota_method="milp"`` the admission MILP is due at the first
+        refresh of each hour with LP waiting (`lp_step` solves it after the HP pass)."""
         due = self.spot is not None and self.spot.due(rnd)
         quotas = super().quotas_for_pass(rnd, decision)
-        if (due and quotas and self.spot is not None and self.quota_method == "milp"
-                and len(rnd.pending_lp)):
-            # the refresh's forecasts and HP history, the η the round came with
+        self._milp_due = bool(
+            due and quotas and self.quota_method == "milp" and len(rnd.pending_lp)
+            and rnd.time - self._milp_last >= self.eta_every_s)
+        return quotas
+
+    def lp_step(self, rnd: Round, decision: Decision,
+                quotas: Mapping[tuple[str, float], int] | None) -> dict[str, int]:
+        """With the admission MILP due: start the set it admits, packed on the GPUs the HP pass
+        left and holding back the whole-node reserves (its shape rows), take its implied
+        quotas, then the greedy LP pass under them for what it left waiting."""
+        if self._milp_due and self.spot is not None:
+            self._milp_due = False
+            self._milp_last = rnd.time
+            # the refresh's forecasts, HP history and reserves, the η the round came with
             pools = {p: replace(st, has_hp_history=decision.hp_history.get(p, st.has_hp_history))
                      for p, st in rnd.pools.items()} if decision.hp_history else rnd.pools
-            fresh = replace(rnd, pools=pools, quotas=dict(quotas),
+            fresh = replace(rnd, pools=pools, quotas=dict(quotas or {}),
                             forecasts=rnd.forecasts if decision.forecasts is None
-                            else decision.forecasts)
+                            else decision.forecasts,
+                            reserves=rnd.reserves if decision.reserves is None
+                            else decision.reserves)
             sub = standalone_round(fresh, pending_hp=[])
-            res = solve_quota(sub, QuotaOptions(pack=False), self.solver)
+            res = solve_quota(sub, QuotaOptions(pack=True), self.solver)
+            self.milp_solves += 1
+            self.milp_fallbacks += int(res.report.fallback)
+            st = rnd.state
+            for jid in sorted(res.placements, key=lambda j: lp_order_key(rnd.jobs[j])):
+                st.allocate(rnd.jobs[jid], res.placements[jid])
+                decision.placements[jid] = res.placements[jid]
             quotas = self.spot.override(res.quotas)
             decision.quotas = dict(quotas)
             decision.reports.append(res.report)
-        return quotas
+        return super().lp_step(rnd, decision, quotas)
 
     def contested_pools(self, rnd: Round) -> set[str]:
         """Pools (that changed since the last pass) with HP waiting while LP work runs there."""

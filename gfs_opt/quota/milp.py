@@ -28,7 +28,16 @@ from statistics import NormalDist
 import numpy as np
 from ortools.math_opt.python import mathopt
 
-from gfs_opt.model import HOUR, MILLI, Decision, Job, Placement, Round, SolveReport
+from gfs_opt.model import (
+    HOUR,
+    MILLI,
+    Decision,
+    Job,
+    Placement,
+    Round,
+    SolveReport,
+    gpus_per_worker,
+)
 from gfs_opt.preempt.block import (
     DEFAULT_BLOCK_OPTIONS,
     Block,
@@ -39,7 +48,7 @@ from gfs_opt.preempt.block import (
     decode_block,
 )
 from gfs_opt.preempt.objective import check_decision
-from gfs_opt.preempt.scoring import place_gang
+from gfs_opt.preempt.scoring import Placer
 from gfs_opt.quota.admission import greedy_admission, lp_order_key
 from gfs_opt.quota.rule import class_hours, rule_quotas
 from gfs_opt.solve import DEFAULT_SOLVER, Outcome, SolverOptions, export, report
@@ -212,8 +221,55 @@ def build_model(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> Quota
             m.add_linear_constraint(
                 mathopt.fast_sum(rnd.jobs[j].demand * x[j] for j in jobs) <= max(pd.free_now, 0),
                 name=f"fit_now_{tag}")
+    if block is not None and rnd.reserves:
+        _shape_rows(m, rnd, block)
     m.maximize(mathopt.fast_sum(value[j] * x[j] for j in x))
     return QuotaModel(m, data, x, z, value, block)
+
+
+def whole_free(rnd: Round, pool: str) -> list[int]:
+    """The pool's whole free nodes of its largest size (global indices)."""
+    st = rnd.state
+    p = st.pool_index[pool]
+    lo, hi = st.pool_slice(p)
+    size = st.pool_node_gpus[p]
+    return [n for n in range(lo, hi)
+            if st.node_gpus[n] == size and st.node_free[n] == size]
+
+
+def shape_room(rnd: Round, pool: str) -> int:
+    """Whole free nodes admitted LP may break: |W_p| − R_p, none below 0 (the reserve in force,
+    its strictest class; `gfs_opt.quota.shape`)."""
+    reserve = max((r for (p, _d), r in rnd.reserves.items() if p == pool), default=0)
+    return max(0, len(whole_free(rnd, pool)) - reserve)
+
+
+def _shape_rows(m: mathopt.Model, rnd: Round, block: Block) -> None:
+    """The shape dimension (formulations/spot_quota.md): a binary b_n per whole free node n
+    that any admitted worker touches (whole-GPU workers y[t,n] ≤ ⌊G/k_t⌋·b_n, fractional ones
+    q[t,s] ≤ ⌊1000/g_t⌋·b_n on its slots), and Σ_n b_n ≤ |W_p| − R_p per pool."""
+    by_node: dict[int, list[tuple[mathopt.Variable, int]]] = {}
+    for (t, n), y in block.y.items():
+        by_node.setdefault(n, []).append((y, max(1, rnd.state._node_gpus[n] // gpus_per_worker(t[1]))))
+    for cl in block.classes:
+        for _e, qs in cl.slot_vars:
+            for t, q in qs.items():
+                by_node.setdefault(cl.node, []).append((q, max(1, MILLI // t[1])))
+    for pool in rnd.state.pools:
+        if not any(p == pool for p, _d in rnd.reserves):
+            continue
+        nodes = [n for n in whole_free(rnd, pool) if n in by_node]
+        room = shape_room(rnd, pool)
+        if len(nodes) <= room:
+            continue                         # the reserve cannot bind
+        tag = "".join(ch if ch.isalnum() else "_" for ch in pool)
+        touched = []
+        for n in nodes:
+            b = m.add_binary_variable(name=f"b_{tag}_n{n}")
+            touched.append(b)
+            for v, cap in by_node[n]:
+                m.add_linear_constraint(v <= cap * b, name=f"touch_{tag}_n{n}_{v.name}")
+        m.add_linear_constraint(mathopt.fast_sum(touched) <= room, name=f"shape_{tag}")
 
 
 def admission_problems(rnd: Round, admitted: list[int], opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
@@ -247,6 +303,14 @@ def admission_problems(rnd: Round, admitted: list[int], opts: QuotaOptions = DEF
         if set(placements) != chosen:
             problems.append("placements do not match the admitted set")
         problems += check_decision(rnd, Decision(placements=dict(placements)))
+        for pool in {p for p, _d in rnd.reserves}:
+            if pool not in rnd.state.pool_index:
+                continue
+            broken = {n for j, pl in placements.items() if rnd.jobs[j].pool == pool
+                      for n, _g in pl} & set(whole_free(rnd, pool))
+            if broken and len(broken) > shape_room(rnd, pool):
+                problems.append(f"pool {pool}: admitted LP breaks {len(broken)} whole free "
+                                f"nodes, the reserve leaves {shape_room(rnd, pool)}")
     return problems
 
 
@@ -293,11 +357,13 @@ class QuotaResult:
 
 
 def place_admitted(rnd: Round, admitted: list[int]) -> dict[int, Placement]:
-    """The LP pass's packing of an admitted set, in PTS LP order (on a copy of the state)."""
+    """The LP pass's packing of an admitted set, in PTS LP order (on a copy of the state),
+    holding back the round's whole-node reserves."""
     st = rnd.state.copy()
+    placer = Placer(None, use_history=False, reserves=rnd.reserves or None)
     placed: dict[int, Placement] = {}
     for j in sorted(admitted, key=lambda j: lp_order_key(rnd.jobs[j])):
-        pl = place_gang(st, rnd.jobs[j], None)
+        pl = placer.gang(st, rnd.jobs[j])
         if pl is not None:
             st.allocate(rnd.jobs[j], pl)
             placed[j] = pl
@@ -307,7 +373,8 @@ def place_admitted(rnd: Round, admitted: list[int]) -> dict[int, Placement]:
 def greedy_admitted(rnd: Round) -> list[int]:
     """The warm start: the paper's rule and GFS's greedy LP pass on the round, without eviction
     history (E(n) only breaks ties the model does not see)."""
-    return greedy_admission(rnd, rule_quotas(rnd))
+    return greedy_admission(rnd, rule_quotas(rnd),
+                            placer=Placer(None, use_history=False, reserves=rnd.reserves or None))
 
 
 def admission_value(rnd: Round, admitted: list[int], opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS) -> float:
