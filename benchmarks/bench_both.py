@@ -38,7 +38,7 @@ TARGET_POLICIES = ("gfs", "gfs-milp", *NONE, "chronus", *SQA)
 ABLATIONS = ("gfs", "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-paper-eta")
 #: the η frontier: (policy, fixed η) — η = 1 of the +sqa family is in the targets grid
 FRONTIER = (("gfs-static-eta", 0.5), ("gfs-static-eta", 1.0), ("gfs-static-eta", 2.0),
-            ("yarn-cs+sqa", 0.5), ("yarn-cs+sqa", 2.0), ("yarn-cs+sqa", 4.0))
+            ("yarn-cs+sqa", 0.5), ("yarn-cs+sqa", 2.0))
 CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
 
 

@@ -91,6 +91,7 @@ class IdlePass:
     edits: int
     counted: int
     failed: list[tuple[int, int, tuple]]
+    whole: int = -1   # the pool's whole free nodes then, where a reserve holds some back
 
 
 class FitMemo:
@@ -120,9 +121,10 @@ class FitMemo:
 
     def __init__(self, preemptive: bool) -> None:
         self.preemptive = preemptive
-        # per pool: (release count it holds for, the shapes known to fail); a pass only reads
-        # the FailSizes it is handed (`keep` builds a new one), so it is handed out uncopied
-        self._known: dict[str, tuple[int, FailSizes]] = {}
+        # per pool: (release count it holds for, the shapes known to fail, the pool's whole free
+        # nodes then or −1: `_whole`); a pass only reads the FailSizes it is handed (`keep`
+        # builds a new one), so it is handed out uncopied
+        self._known: dict[str, tuple[int, FailSizes, int]] = {}
         #: per pool, its last pass that started nothing (`idle` says whether it still holds)
         self.idle_passes: dict[str, IdlePass] = {}
 
@@ -130,13 +132,24 @@ class FitMemo:
         counts = rnd.hp_released if self.preemptive else rnd.released
         return None if counts is None else counts.get(pool, 0)
 
+    def _whole(self, rnd: Round, pool: str) -> int:
+        """The pool's whole free nodes where the round holds some back from LP (the shape
+        reserve, `Placer.reserves`), else −1. Under a reserve an LP fit can appear without a
+        release: an HP worker that breaks a held-back node leaves the rest of it to LP. The
+        count only falls, so a known failure holds while it is unchanged."""
+        if self.preemptive or not rnd.reserves or not any(p == pool for p, _d in rnd.reserves):
+            return -1
+        p = rnd.state.pool_index.get(pool)
+        return -1 if p is None else rnd.state.whole_free_nodes(p)
+
     def known(self, rnd: Round, pool: str, decision: Decision) -> FailSizes | None:
         """Shapes known to fail in ``pool`` now (None: nothing known)."""
         entry = self._known.get(pool)
         count = self._count(rnd, pool)
         if entry is None or count is None:
             return None
-        current = entry[0] == count
+        whole = self._whole(rnd, pool)
+        current = entry[0] == count and entry[2] == whole
         if current and (self.preemptive or not released_in(rnd, pool, decision)):
             return entry[1]
         # GPUs came free since: what still has no room stays known (room only shrinks until
@@ -148,14 +161,15 @@ class FitMemo:
             if known is None:
                 del self._known[pool]
             else:
-                self._known[pool] = (count, known)
+                self._known[pool] = (count, known, whole)
         return known
 
     def idle(self, rnd: Round, pool: str, decision: Decision) -> IdlePass | None:
         """The pool's last pass that started nothing, if no GPUs of the pool came free since
         (nor in this round): every gang it tried would fail again."""
         last = self.idle_passes.get(pool)
-        if last is None or last.count != self._count(rnd, pool):
+        if (last is None or last.count != self._count(rnd, pool)
+                or last.whole != self._whole(rnd, pool)):
             return None
         return None if released_in(rnd, pool, decision) else last
 
@@ -166,7 +180,8 @@ class FitMemo:
         count = self._count(rnd, pool)
         if count is not None:
             kept = None if quotas is None else dict(quotas)
-            self.idle_passes[pool] = IdlePass(count, lp_running, kept, edits, counted, failed)
+            self.idle_passes[pool] = IdlePass(count, lp_running, kept, edits, counted, failed,
+                                              self._whole(rnd, pool))
 
     def forget_idle(self, pool: str) -> None:
         """A pass of ``pool`` started a job: its last idle pass tells nothing any more."""
@@ -181,7 +196,7 @@ class FitMemo:
         for g, w in fails.front:
             if not merged.dominated(g, w):
                 merged.add(g, w)
-        self._known[pool] = (count, merged)
+        self._known[pool] = (count, merged, self._whole(rnd, pool))
 
 
 def lacks_room(state: ClusterState, pool: str, g: int, w: int, preemptive: bool) -> bool:
