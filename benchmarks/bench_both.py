@@ -52,7 +52,7 @@ class Cell:
     trace: str | None = None          # a trace path under $GFS_DATA_DIR instead of a setup
     capacity_scale: float = 1.0
     time_scale: float = 1.0
-    opts: tuple[tuple[str, float], ...] = ()   # extra policy options, e.g. (("quota_eta", 2),)
+    opts: tuple[tuple[str, float | str], ...] = ()   # extra policy options, e.g. (("quota_eta", 2),)
 
     def key(self) -> str:
         fc = self.forecaster if family(self.policy) != "none" or self.policy.startswith(
@@ -89,6 +89,9 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
     if name in ("chronus", "all"):
         cells += [Cell(p, load, s, "ets", trace=CHRONUS, capacity_scale=1.0, time_scale=24.0)
                   for load in (2.0, 4.0) for s in (0,) for p in ("gfs", *NONE, *SQA)]
+    if name in ("qmilp", "all"):   # the admission MILP (with its shape rows) against the rule
+        cells += [Cell("gfs-milp", 1.0, s, "ets", opts=(("quota_method", "milp"),))
+                  for s in seeds]
     if name in ("seeds", "all"):   # the synthetic trace drawn with other seeds
         cells += [Cell(p, 1.0, s, "ets") for s in (3, 4)
                   for p in ("gfs", *NONE, *SQA)]
@@ -225,7 +228,7 @@ def table_rows(cells: list[Cell], title: str) -> None:
     print("|---|---:|---|---:|---:|---:|---:|")
     groups: dict[tuple, list[Cell]] = {}
     for c in cells:
-        name = c.policy + "".join(f" {k}={v:g}" for k, v in c.opts)
+        name = c.policy + "".join(f" {k}={v}" for k, v in c.opts)
         groups.setdefault((c.trace or c.setup, c.capacity_scale, c.time_scale, c.load,
                            name), []).append(c)
     for (tr, cap, ts, load, pol), cs in groups.items():
@@ -244,11 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--grid", default="targets",
-                   choices=["targets", "frontier", "ablations", "chronus", "seeds", "all"])
+                   choices=["targets", "frontier", "ablations", "chronus", "seeds", "qmilp",
+                            "all"])
     r.add_argument("--workers", type=int, default=2)
     t = sub.add_parser("table")
     t.add_argument("which", nargs="?", default="all",
-                   choices=["targets", "frontier", "ablations", "chronus", "seeds", "all"])
+                   choices=["targets", "frontier", "ablations", "chronus", "seeds", "qmilp",
+                            "all"])
     args = ap.parse_args(argv)
     if args.cmd == "run":
         cmd_run(args.grid, args.workers)
@@ -258,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, title in (("frontier", "η frontier, paper-a100 medium, ETS (quota_eta = fixed η)"),
                         ("ablations", "Ablations, paper-a100 medium, ETS"),
                         ("chronus", "Chronus MIX1 ×24, ETS"),
-                        ("seeds", "paper-a100 drawn with other seeds (3–5), medium, ETS")):
+                        ("seeds", "paper-a100 drawn with other seeds (3, 4), medium, ETS"),
+                        ("qmilp", "gfs-milp with the admission MILP (quota_method=milp), medium, "
+                                  "ETS")):
         if args.which in (name, "all"):
             table_rows(grid(name), title)
     return 0

@@ -32,10 +32,17 @@ from gfs_opt.pending import PTS_ORDER, PendingQueue, Shape, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.fit_memo import lacks_room
 from gfs_opt.preempt.hp_pass import hp_pass
-from gfs_opt.preempt.milp import solve_preemption
+from gfs_opt.preempt.milp import PreemptOptions, solve_preemption
+from gfs_opt.preempt.objective import PreemptObjective
 from gfs_opt.quota.admission import lp_order_key
 from gfs_opt.quota.milp import QuotaOptions, solve_quota
 from gfs_opt.solve import SolverOptions
+
+#: the window penalty of gfs-milp's preemption objective: above any GPU-seconds of lost work a
+#: replay can reach, so the MILP breaks the fewest guarantee windows first (the LP eviction
+#: rate counts windows) and, among those, throws away the least work. The solver's default
+#: (3,600 GPU-s, `PreemptObjective`) trades one broken window for an hour of one GPU's work.
+COUNT_FIRST_PENALTY = 1e7
 
 
 def may_fit_by_preemption(st: ClusterState, job: Job) -> bool:
@@ -79,8 +86,14 @@ class GFSMilpPolicy(GFSPolicy):
     standalone = False     # its HP step is the MILP; `gfs-opt solve --method milp` runs that
 
     def __init__(self, time_limit: float = 2.0, solver: str = "scip", quota_method: str = "rule",
-                 presolve: str = "fast", **gfs_options: Any) -> None:
+                 presolve: str = "fast", window_penalty: float = COUNT_FIRST_PENALTY,
+                 **gfs_options: Any) -> None:
         super().__init__(**gfs_options)
+        if not window_penalty >= 0:
+            raise ValueError(f"window_penalty must be ≥ 0, got {window_penalty}")
+        self.window_penalty = float(window_penalty)
+        self.preempt_options = PreemptOptions(objective=PreemptObjective(
+            window_penalty=self.window_penalty))
         if quota_method not in {"rule", "milp"}:
             raise ValueError("quota_method must be 'rule' or 'milp'")
         self.solver = SolverOptions(solver=solver, time_limit=time_limit, presolve=presolve)
@@ -91,7 +104,7 @@ class GFSMilpPolicy(GFSPolicy):
     def options(self) -> dict[str, Any]:
         return {**super().options(), "time_limit": self.solver.time_limit,
                 "solver": self.solver.solver, "presolve": self.solver.presolve,
-                "quota_method": self.quota_method}
+                "quota_method": self.quota_method, "window_penalty": self.window_penalty}
 
     def parts(self) -> dict[str, str]:
         out = {**super().parts(), "victims": "preemption MILP on contested pools (greedy "
@@ -200,7 +213,7 @@ class GFSMilpPolicy(GFSPolicy):
         waiting = self._waiting(rnd, pools) if pools else []
         if waiting:
             sub = standalone_round(rnd, pending_hp=waiting, pending_lp=[])
-            res = solve_preemption(sub, solver=self.solver)
+            res = solve_preemption(sub, self.preempt_options, solver=self.solver)
             self.milp_solves += 1
             self.milp_fallbacks += int(res.fallback)
             for v in res.decision.victims:
