@@ -64,7 +64,9 @@ class Cell:
         return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
     def spec(self) -> RunSpec:
-        opts = {**options_for(self.policy, {"forecaster": self.forecaster}), **dict(self.opts)}
+        extra = {k: {"off": False, "on": True}.get(v, v) if isinstance(v, str) else v
+                 for k, v in self.opts}
+        opts = {**options_for(self.policy, {"forecaster": self.forecaster}), **extra}
         if self.trace is not None:
             return RunSpec(trace=str(data_dir() / self.trace), policy=self.policy,
                            policy_options=opts, lp_load=self.load, seed=self.seed,
@@ -89,6 +91,17 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
     if name in ("chronus", "all"):
         cells += [Cell(p, load, s, "ets", trace=CHRONUS, capacity_scale=1.0, time_scale=24.0)
                   for load in (2.0, 4.0) for s in (0,) for p in ("gfs", *NONE, *SQA)]
+    if name in ("mechanisms", "all"):   # GFS before the issue, and each mechanism off, elsewhere
+        before = (("shape", "off"), ("gang_victims", "off"), ("lp_beside_hp", "off"),
+                  ("eta_rule", "paper"))
+        for kw in ({"trace": CHRONUS, "time_scale": 24.0, "load": 2.0},
+                   {"trace": CHRONUS, "time_scale": 24.0, "load": 4.0},
+                   {"seed": 3}, {"seed": 4}):
+            load = float(kw.pop("load", 1.0))   # type: ignore[arg-type]
+            seed = int(kw.pop("seed", 0))       # type: ignore[call-overload]
+            cells += [Cell(p, load, seed, "ets", opts=o, **kw)   # type: ignore[arg-type]
+                      for p, o in (("gfs", before), ("gfs-no-shape", ()),
+                                   ("gfs-worker-victims", ()), ("gfs-static-eta", ()))]
     if name in ("qmilp", "all"):   # the admission MILP (with its shape rows) against the rule
         cells += [Cell("gfs-milp", 1.0, s, "ets", opts=(("quota_method", "milp"),))
                   for s in seeds]
@@ -248,12 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run")
     r.add_argument("--grid", default="targets",
                    choices=["targets", "frontier", "ablations", "chronus", "seeds", "qmilp",
-                            "all"])
+                            "mechanisms", "all"])
     r.add_argument("--workers", type=int, default=2)
     t = sub.add_parser("table")
     t.add_argument("which", nargs="?", default="all",
                    choices=["targets", "frontier", "ablations", "chronus", "seeds", "qmilp",
-                            "all"])
+                            "mechanisms", "all"])
     args = ap.parse_args(argv)
     if args.cmd == "run":
         cmd_run(args.grid, args.workers)
@@ -265,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
                         ("chronus", "Chronus MIX1 ×24, ETS"),
                         ("seeds", "paper-a100 drawn with other seeds (3, 4), medium, ETS"),
                         ("qmilp", "gfs-milp with the admission MILP (quota_method=milp), medium, "
-                                  "ETS")):
+                                  "ETS"),
+                        ("mechanisms", "GFS before issue 37 (every mechanism off) and one "
+                                       "mechanism off at a time, beyond paper-a100 seeds 0–2")):
         if args.which in (name, "all"):
             table_rows(grid(name), title)
     return 0
