@@ -86,9 +86,9 @@ def test_second_invocation_reuses_every_run(quick_run: tuple[Path, Path, str],
     assert main(["reproduce", "--quick", "--out", str(run_dir), "--report", str(report),
                  "--skip-milp", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    # 12 distinct runs loaded from disk (GFS, 4 no-quota and 3 +sqa baselines, 4 ablations),
+    # 16 distinct runs loaded from disk (GFS, 4 no-quota and 3 +sqa baselines, 8 ablations),
     # GFS at medium shared by the grid and the ablations
-    assert out.count(": reused") == 12 and out.count("same run as") == 1
+    assert out.count(": reused") == 16 and out.count("same run as") == 1
     assert " …" not in out
     after = report.read_text()
     # same measurements, and the instance study is gone because it was skipped
