@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
@@ -143,25 +143,32 @@ def table(results: dict[str, dict[str, RunOutput]], reference: str = "gfs") -> p
     return pd.DataFrame(rows)
 
 
-def family_summary(df: pd.DataFrame, reference: str = "gfs", by: str = "load") -> pd.DataFrame:
-    """Per ``by`` group and baseline family: the reference's relative change vs the family's
-    mean (the way the paper states its result) and the mean of its per-baseline changes."""
-    rows = []
+def family_groups(df: pd.DataFrame, reference: str = "gfs", by: str = "load"
+                  ) -> Iterator[tuple[object, pd.DataFrame, str, pd.DataFrame]]:
+    """(group, the reference's rows, family, the family's rows) per ``by`` group and baseline
+    family present beside the reference (families "none" then "sqa")."""
     for group, sub in df.groupby(by, sort=False):
         ref = sub[sub["policy"] == reference]
         if ref.empty:
             continue
         for fam in ("none", "sqa"):
             base = sub[(sub["policy"].map(family) == fam) & (sub["policy"] != reference)]
-            if base.empty:
-                continue
-            row = {by: group, "family": fam, "baselines": ",".join(base["policy"])}
-            for key in RELATIVE:
-                r = float(ref[key].iloc[0])
-                row[f"vs_mean_{key}"] = _rel(r, float(base[key].mean()))
-                changes = [c for c in (_rel(r, b) for b in base[key]) if not np.isnan(c)]
-                row[f"mean_change_{key}"] = float(np.mean(changes)) if changes else np.nan
-            rows.append(row)
+            if not base.empty:
+                yield group, ref, fam, base
+
+
+def family_summary(df: pd.DataFrame, reference: str = "gfs", by: str = "load") -> pd.DataFrame:
+    """Per ``by`` group and baseline family: the reference's relative change vs the family's
+    mean (the way the paper states its result) and the mean of its per-baseline changes."""
+    rows = []
+    for group, ref, fam, base in family_groups(df, reference, by):
+        row = {by: group, "family": fam, "baselines": ",".join(base["policy"])}
+        for key in RELATIVE:
+            r = float(ref[key].iloc[0])
+            row[f"vs_mean_{key}"] = _rel(r, float(base[key].mean()))
+            changes = [c for c in (_rel(r, b) for b in base[key]) if not np.isnan(c)]
+            row[f"mean_change_{key}"] = float(np.mean(changes)) if changes else np.nan
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

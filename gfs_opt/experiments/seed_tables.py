@@ -21,6 +21,7 @@ from gfs_opt.experiments.compare import (
     TABLE_COLUMNS,
     SeedResults,
     _rel,
+    family_groups,
     table,
 )
 from gfs_opt.experiments.seed_stats import t_interval
@@ -69,30 +70,24 @@ def family_seed_summary(df: pd.DataFrame, reference: str = "gfs") -> pd.DataFram
     per-seed relative change against the family mean (``vs_mean_``; ``noise_`` True when it
     contains 0, None with one seed)."""
     rows = []
-    for load, sub in df.groupby("load", sort=False):
-        ref = sub[sub["policy"] == reference].set_index("seed")
-        if ref.empty:
-            continue
-        for fam in ("none", "sqa"):
-            base = sub[(sub["policy"].map(family) == fam) & (sub["policy"] != reference)]
-            if base.empty:
-                continue
-            row: dict[str, object] = {"load": load, "family": fam,
-                                      "baselines": ",".join(dict.fromkeys(base["policy"])),
-                                      "seeds": len(ref)}
-            for key in RELATIVE:
-                fam_mean = base.groupby("seed")[key].mean()
-                seeds = [s for s in ref.index if s in fam_mean.index]
-                g = t_interval(ref.loc[seeds, key])
-                f = t_interval(fam_mean.loc[seeds])
-                rel = t_interval(_rel(float(ref.loc[s, key]), float(fam_mean.loc[s]))
-                                 for s in seeds)
-                row |= {f"gfs_{key}_mean": g.mean, f"gfs_{key}_ci95": g.half,
-                        f"family_{key}_mean": f.mean, f"family_{key}_ci95": f.half,
-                        f"overlap_{key}": g.overlaps(f),
-                        f"vs_mean_{key}": rel.mean, f"vs_mean_{key}_ci95": rel.half,
-                        f"vs_mean_{key}_n": rel.n, f"noise_{key}": rel.contains(0.0)}
-            rows.append(row)
+    for load, ref_rows, fam, base in family_groups(df, reference):
+        ref = ref_rows.set_index("seed")
+        row: dict[str, object] = {"load": load, "family": fam,
+                                  "baselines": ",".join(dict.fromkeys(base["policy"])),
+                                  "seeds": len(ref)}
+        for key in RELATIVE:
+            fam_mean = base.groupby("seed")[key].mean()
+            seeds = [s for s in ref.index if s in fam_mean.index]
+            g = t_interval(ref.loc[seeds, key])
+            f = t_interval(fam_mean.loc[seeds])
+            rel = t_interval(_rel(float(ref.loc[s, key]), float(fam_mean.loc[s]))
+                             for s in seeds)
+            row |= {f"gfs_{key}_mean": g.mean, f"gfs_{key}_ci95": g.half,
+                    f"family_{key}_mean": f.mean, f"family_{key}_ci95": f.half,
+                    f"overlap_{key}": g.overlaps(f),
+                    f"vs_mean_{key}": rel.mean, f"vs_mean_{key}_ci95": rel.half,
+                    f"vs_mean_{key}_n": rel.n, f"noise_{key}": rel.contains(0.0)}
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 
-from gfs_opt.instance.schema import InstanceFile, JobIn, format_loc
+from gfs_opt.instance.schema import InstanceFile, JobIn, QuotaIn, ReserveIn, format_loc
 from gfs_opt.model import (
     MILLI,
     AllocationError,
@@ -208,22 +209,19 @@ class _Checker:
                     break
 
     def quotas(self) -> None:
-        first: dict[tuple[str, float], int] = {}
-        for i, q in enumerate(self.doc.quotas):
-            self.pool_known(f"quotas[{i}].pool", q.pool)
-            key = (q.pool, q.class_h)
-            if key in first:
-                self.add(f"quotas[{i}]", f"pool {_q(q.pool)} class {_num(q.class_h)} h is already at quotas[{first[key]}]")
-            else:
-                first[key] = i
+        self._one_per_class("quotas", self.doc.quotas)
 
     def reserves(self) -> None:
+        self._one_per_class("reserves", self.doc.reserves)
+
+    def _one_per_class(self, name: str, entries: Sequence[QuotaIn | ReserveIn]) -> None:
+        """Each entry names a known pool, and each (pool, class) once."""
         first: dict[tuple[str, float], int] = {}
-        for i, r in enumerate(self.doc.reserves):
-            self.pool_known(f"reserves[{i}].pool", r.pool)
-            key = (r.pool, r.class_h)
+        for i, q in enumerate(entries):
+            self.pool_known(f"{name}[{i}].pool", q.pool)
+            key = (q.pool, q.class_h)
             if key in first:
-                self.add(f"reserves[{i}]", f"pool {_q(r.pool)} class {_num(r.class_h)} h is already at reserves[{first[key]}]")
+                self.add(f"{name}[{i}]", f"pool {_q(q.pool)} class {_num(q.class_h)} h is already at {name}[{first[key]}]")
             else:
                 first[key] = i
 
