@@ -82,6 +82,9 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
         cells += [Cell(p, f, s, "ets") for f in LOADS.values() for s in seeds
                   for p in TARGET_POLICIES]
         cells += [Cell(p, 1.0, s, "prophet") for s in seeds for p in TARGET_POLICIES]
+    if name in ("prophet", "all"):   # Prophet at low and high load too
+        cells += [Cell(p, f, s, "prophet") for f in (LOADS["low"], LOADS["high"])
+                  for s in seeds for p in ("gfs", "gfs-milp", *SQA)]
     if name in ("frontier", "all"):
         cells += [Cell(p, 1.0, s, "ets", opts=(("quota_eta", eta),) if eta != 1.0 else ())
                   for s in seeds for p, eta in FRONTIER]
@@ -260,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--grid", default="targets",
-                   choices=["targets", "frontier", "ablations", "chronus", "seeds", "qmilp",
-                            "mechanisms", "all"])
+                   choices=["targets", "prophet", "frontier", "ablations", "chronus", "seeds",
+                            "qmilp", "mechanisms", "all"])
     r.add_argument("--workers", type=int, default=2)
     t = sub.add_parser("table")
     t.add_argument("which", nargs="?", default="all",
