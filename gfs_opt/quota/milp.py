@@ -250,7 +250,7 @@ def _shape_rows(m: mathopt.Model, rnd: Round, block: Block) -> None:
     q[t,s] ≤ ⌊1000/g_t⌋·b_n on its slots), and Σ_n b_n ≤ |W_p| − R_p per pool."""
     by_node: dict[int, list[tuple[mathopt.Variable, int]]] = {}
     for (t, n), y in block.y.items():
-        by_node.setdefault(n, []).append((y, max(1, rnd.state._node_gpus[n] // gpus_per_worker(t[1]))))
+        by_node.setdefault(n, []).append((y, max(1, int(rnd.state.node_gpus[n]) // gpus_per_worker(t[1]))))
     for cl in block.classes:
         for _e, qs in cl.slot_vars:
             for t, q in qs.items():
@@ -308,9 +308,10 @@ def admission_problems(rnd: Round, admitted: list[int], opts: QuotaOptions = DEF
                 continue
             broken = {n for j, pl in placements.items() if rnd.jobs[j].pool == pool
                       for n, _g in pl} & set(whole_free(rnd, pool))
-            if broken and len(broken) > shape_room(rnd, pool):
+            room = shape_room(rnd, pool) if broken else 0
+            if len(broken) > room:
                 problems.append(f"pool {pool}: admitted LP breaks {len(broken)} whole free "
-                                f"nodes, the reserve leaves {shape_room(rnd, pool)}")
+                                f"nodes, the reserve leaves {room}")
     return problems
 
 

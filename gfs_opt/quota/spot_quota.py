@@ -91,8 +91,6 @@ class SpotQuota:
         self.provider = provider()
         # the whole-node part of the HP demand, one series per pool (the shape reserve's input)
         self.whole_provider = provider() if self.shape else None
-        self.reserves: dict[tuple[str, float], int] | None = None
-        self.whole_forecasts: Mapping[str, PoolForecast] = {}
 
     # ---- clock hooks (forwarded by the policy) --------------------------------------------
     def observe_hour(self, t: float, hp_usage: Mapping[tuple[str, str], float],
@@ -137,7 +135,6 @@ class SpotQuota:
             if not self.lifted:
                 self.lifted = True
                 self.quotas = {}
-                self.reserves = None
                 decision.quotas = {}
                 if self.shape:
                     decision.reserves = {}
@@ -166,17 +163,15 @@ class SpotQuota:
             self.quotas = rule_quotas(rnd, eta, forecasts=forecasts, history=history)
             self._rule = (forecasts, asked, dict(self.quotas))
         if self.whole_provider is not None:
-            self.whole_forecasts = self.whole_provider.pool_forecasts(rnd.time)
-            self.reserves = pool_reserves(rnd.state, self.whole_forecasts, rnd.pools, eta,
-                                          rnd.params.rho, rnd.params.guarantee_classes)
+            decision.reserves = pool_reserves(
+                rnd.state, self.whole_provider.pool_forecasts(rnd.time), rnd.pools, eta,
+                rnd.params.rho, rnd.params.guarantee_classes)
         if self._in_window(rnd.time):
             self._note(rnd, eta, forecasts)
         decision.eta = eta
         decision.hp_history = history
         decision.forecasts = forecasts
         decision.quotas = dict(self.quotas)
-        if self.reserves is not None:
-            decision.reserves = dict(self.reserves)
         decision.reports.append(SolveReport(step="quota", method="rule", status="heuristic",
                                             objective=float(sum(self.quotas.values())) / 1000.0))
 

@@ -96,7 +96,7 @@ class _Pool:
         self.used = state.gpu_used[self.first:int(state.node_first_gpu[self.hi])].astype(np.int64)
         self.node_starts = state.node_first_gpu[self.lo:self.hi] - self.first
         self.capacity = int(state.pool_capacity[p])
-        self.largest = int(state.node_gpus[self.lo:self.hi].max())
+        self.state = state
         self.holders: dict[int, list[int]] = {}    # GPU → released jobs holding it
         self.free_before = 0                       # free milli before the decision
 
@@ -108,7 +108,7 @@ class _Pool:
         free = self.free()
         fits = slots_on(self.used, self.node_starts, job.g) >= job.workers
         return EvictionCause(classify(free, job.demand, fits), job.id, job.pool, free / MILLI,
-                             job.demand / MILLI, job.g == self.largest * MILLI)
+                             job.demand / MILLI, self.state.takes_whole_node(job))
 
     def add(self, gpus: dict[int, int], sign: int) -> None:
         used = self.used
