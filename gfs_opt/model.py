@@ -707,12 +707,13 @@ class PoolStatus:
     #: shape reserve's starting point; restated at each quota refresh)
     hp_whole_gpus: float = 0.0
     #: of ``recent_failed``, the windows broken while HP demand exceeded the quota's plan U_0
-    #: (quota-attributable evictions, `gfs_opt.sim.causes`): what GFS's η rule shrinks on
+    #: (quota-attributable evictions, `gfs_opt.sim.causes`)
     recent_failed_quota: int = 0
-    #: windows ended over the last ``Params.eta_window_h`` hours, and of them the failures the
-    #: quota is answerable for: what GFS's η rule grows on
-    day_windows: int = 0
-    day_failed_quota: int = 0
+    #: windows ended under the current η (since it last moved) within the last
+    #: ``Params.eta_window_h`` hours, and of them the failures the quota is answerable for: the
+    #: evidence GFS's η rule moves on, so that each window outcome moves η at most once
+    eta_windows: int = 0
+    eta_failed_quota: int = 0
 
     def counted(self, ok: bool) -> PoolStatus:
         """This status with one more window outcome since the start (``succeeded`` or
@@ -720,20 +721,20 @@ class PoolStatus:
         return PoolStatus(self.eta, self.recent_failed, self.recent_succeeded,
                           self.failed + (not ok), self.succeeded + ok, self.oldest_lp_wait,
                           self.has_hp_history, self.hp_whole_gpus, self.recent_failed_quota,
-                          self.day_windows, self.day_failed_quota)
+                          self.eta_windows, self.eta_failed_quota)
 
     def with_recent(self, succeeded: int, failed: int, oldest_lp_wait: float,
                     hp_whole_gpus: float | None = None, failed_quota: int | None = None,
-                    day_windows: int | None = None,
-                    day_failed_quota: int | None = None) -> PoolStatus:
+                    eta_windows: int | None = None,
+                    eta_failed_quota: int | None = None) -> PoolStatus:
         """This status with the last H hours' outcomes and the oldest LP wait restated (each
         refresh, for every pool whose numbers moved; `dataclasses.replace` costs twice as much)."""
         return PoolStatus(
             self.eta, failed, succeeded, self.failed, self.succeeded, oldest_lp_wait,
             self.has_hp_history, self.hp_whole_gpus if hp_whole_gpus is None else hp_whole_gpus,
             self.recent_failed_quota if failed_quota is None else failed_quota,
-            self.day_windows if day_windows is None else day_windows,
-            self.day_failed_quota if day_failed_quota is None else day_failed_quota)
+            self.eta_windows if eta_windows is None else eta_windows,
+            self.eta_failed_quota if eta_failed_quota is None else eta_failed_quota)
 
 
 @dataclass(frozen=True, slots=True)
@@ -747,9 +748,10 @@ class Params:
     eta_min: float = 0.1
     eta_max: float = 10.0
     eta_static: bool = False
-    #: hours of window outcomes GFS's η rule grows on (`gfs_opt.quota.rule.update_eta`); the
-    #: forecast horizon H by default, as the paper's rule (a day was measured: it holds a burst
-    #: of evictions for 24 h and starves LP meanwhile, BENCHMARKS.md)
+    #: at most this many hours of window outcomes (those since η last moved) are the evidence
+    #: GFS's η rule moves on (`gfs_opt.quota.rule.update_eta`); the forecast horizon H by
+    #: default, as the paper's rule (a day was measured: it holds a burst of evictions for 24 h
+    #: and starves LP meanwhile, BENCHMARKS.md)
     eta_window_h: float = 4.0
     eval_start: float = 0.0
     eval_end: float = math.inf

@@ -474,7 +474,7 @@ def statuses(draw: st.DrawFn, attributable: bool = True) -> PoolStatus:
     day = draw(st.integers(failed + ok, failed + ok + 500))
     day_quota = draw(st.integers(quota, quota + (day - failed - ok) // 10)) if attributable else 0
     return PoolStatus(eta=draw(st.floats(0.1, 10)), recent_failed=failed, recent_succeeded=ok,
-                      recent_failed_quota=quota, day_windows=day, day_failed_quota=day_quota)
+                      recent_failed_quota=quota, eta_windows=day, eta_failed_quota=day_quota)
 
 
 @given(status=statuses(), wait=st.one_of(st.none(), st.floats(0, 1e6)))
@@ -503,16 +503,59 @@ def test_eta_never_shrinks_without_attributable_evictions(status: PoolStatus,
 def test_paper_rule_shrinks_where_the_attributable_rule_does_not() -> None:
     # 5 of 10 windows failed in the last H hours, none while HP exceeded the plan
     st_ = PoolStatus(eta=1.0, recent_failed=5, recent_succeeded=5, recent_failed_quota=0,
-                     day_windows=40, day_failed_quota=0)
+                     eta_windows=40, eta_failed_quota=0)
     p = Params()
     assert update_eta(st_, p, None, rule="paper") == pytest.approx(0.2)
     assert update_eta(st_, p, None, rule="attributable") == 1.0
-    # the same failures attributable: both shrink alike
-    att = replace(st_, recent_failed_quota=5, day_failed_quota=5)
+    # the same failures attributable and read since η last moved: both shrink alike
+    att = replace(st_, recent_failed_quota=5, eta_windows=10, eta_failed_quota=5)
     assert update_eta(att, p, None, rule="attributable") == pytest.approx(0.2)
+    # once η has moved on them they are no longer its evidence (the engine restarts it): no
+    # second shrink on the same burst, where the paper's sliding H hours shrink again (to the
+    # floor: 0.2 · 0.1/0.5 = 0.04 < η_min)
+    after = replace(att, eta=0.2, eta_windows=0, eta_failed_quota=0)
+    assert update_eta(after, p, None, rule="attributable") == pytest.approx(0.2)
+    assert update_eta(after, p, None, rule="paper") == pytest.approx(p.eta_min)
     # growth needs a low attributable rate over eta_window_h and an LP job waiting on the quota
-    calm = PoolStatus(eta=1.0, recent_succeeded=10, day_windows=100, day_failed_quota=1)
+    calm = PoolStatus(eta=1.0, recent_succeeded=10, eta_windows=100, eta_failed_quota=1)
     assert update_eta(calm, p, 2 * QUOTA_WAIT_S, rule="attributable") == pytest.approx(1.4)
     assert update_eta(calm, p, None, rule="attributable") == 1.0
     with pytest.raises(ValueError, match="unknown η rule"):
         update_eta(calm, p, None, rule="sometimes")
+
+
+def test_eta_evidence_is_the_windows_since_eta_last_moved() -> None:
+    # recount, from the engine's last-H-hours outcomes, the windows ended after the refresh
+    # that last moved η and within eta_window_h: that is what every refresh hands the η rule
+    from gfs_opt.experiments.runner import RunSpec, prepare_trace
+    from gfs_opt.policies import make_policy
+    from gfs_opt.sim.engine import SimConfig, Simulator
+
+    spec = RunSpec.from_setup("small", policy="gfs", lp_load=2.0)
+    trace, lo, hi = prepare_trace(spec)
+    params = Params()
+    sim = Simulator(trace, make_policy("gfs", forecaster="ets"), params,
+                    SimConfig(eval_start=lo, eval_end=hi))
+    moved: dict[str, tuple[float, int]] = {}   # pool → (time of η's last move, outcomes it read then)
+    checked = moves = 0
+
+    def check(rnd: Round, decision: Decision) -> None:
+        nonlocal checked, moves
+        if not rnd.quota_due:
+            return
+        for pool in rnd.state.pools:
+            status = rnd.pool_status(pool)
+            at, read = moved.get(pool, (-math.inf, 0))
+            outcomes = [(t, quota) for t, _ok, quota in sim.recent[pool]
+                        if t >= max(at, rnd.time - params.eta_window_h * 3600)]
+            outcomes = outcomes[read:] if outcomes and outcomes[0][0] == at else outcomes
+            assert status.eta_windows == len(outcomes)
+            assert status.eta_failed_quota == sum(q for _t, q in outcomes)
+            checked += status.eta_windows > 0
+            if decision.eta is not None and decision.eta.get(pool, status.eta) != status.eta:
+                moved[pool] = (rnd.time, sum(t == rnd.time for t, _ok, _q in sim.recent[pool]))
+                moves += 1
+
+    sim.on_decision = check
+    sim.run()
+    assert moves > 0 and checked > 0    # η moved, and windows were read between its moves

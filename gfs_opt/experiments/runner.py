@@ -76,6 +76,9 @@ class RunOutput:
     #: one row per eviction with its cause (`Recorder.eviction_table`); None where causes are
     #: not known (a live Slurm replay, a run written before they were recorded)
     evictions: pd.DataFrame | None = None
+    #: the quota's feedback at each refresh (`Recorder.feedback_table`): η, what it moved on and
+    #: the quota it gave; None where not recorded (a live Slurm replay, an older run)
+    feedback: pd.DataFrame | None = None
 
     def write(self, out: Path) -> None:
         """Write every table; each file appears whole or not at all."""
@@ -89,6 +92,8 @@ class RunOutput:
             _atomic_csv(out / f"{name}.csv", df)
         if self.evictions is not None:
             _atomic_csv(out / "evictions.csv", self.evictions)
+        if self.feedback is not None:
+            _atomic_csv(out / "quota_feedback.csv", self.feedback)
 
 
 def _atomic_text(path: Path, text: str) -> None:
@@ -202,4 +207,4 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
     summary["warnings"] = warnings
     return RunOutput(spec, summary, per_class(rec), per_pool(rec), rec.timeseries(),
                      rec.jobs if rec.jobs is not None else pd.DataFrame(), rec.quota_table(),
-                     res.wall_s, res.events, rec.eviction_table())
+                     res.wall_s, res.events, rec.eviction_table(), rec.feedback_table())

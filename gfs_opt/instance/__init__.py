@@ -255,8 +255,8 @@ def round_to_dict(rnd: Round, meta: Mapping[str, Any] | None = None) -> dict[str
                          **{k: v for k, v in (
                              ("hp_whole_gpus", float(s.hp_whole_gpus)),
                              ("recent_failed_quota", int(s.recent_failed_quota)),
-                             ("day_windows", int(s.day_windows)),
-                             ("day_failed_quota", int(s.day_failed_quota))) if v}}
+                             ("eta_windows", int(s.eta_windows)),
+                             ("eta_failed_quota", int(s.eta_failed_quota))) if v}}
              for name, s in rnd.pools.items()}
     forecasts = {str(name): {"mean": [float(x) for x in f.mean], "std": [float(x) for x in f.std],
                              "samples": None if f.samples is None

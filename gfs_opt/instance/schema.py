@@ -79,9 +79,11 @@ class PoolIn(_Strict):
                                  description="GPUs held by HP workers that take a whole node")
     recent_failed_quota: Count = Field(_S.recent_failed_quota,
                                        description="of recent_failed, the quota-attributable ones")
-    day_windows: Count = Field(_S.day_windows, description="windows ended over the last eta_window_h hours")
-    day_failed_quota: Count = Field(_S.day_failed_quota,
-                                    description="of day_windows, the quota-attributable failures")
+    eta_windows: Count = Field(_S.eta_windows, description=(
+        "windows ended since eta last moved, within the last eta_window_h hours (the evidence "
+        "GFS's eta rule moves on)"))
+    eta_failed_quota: Count = Field(_S.eta_failed_quota,
+                                    description="of eta_windows, the quota-attributable failures")
 
 
 class NodeIn(_Strict):

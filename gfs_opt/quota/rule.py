@@ -109,19 +109,18 @@ def update_eta(status: PoolStatus, params: Params, quota_wait: float | None,
     if windows == 0 and quota_wait is None:
         return eta
     er = status.recent_failed / windows if windows else 0.0
-    return _eta_step(eta, er, er, params, quota_wait)
+    return _eta_step(eta, er, params, quota_wait)
 
 
-def _eta_step(eta: float, er_shrink: float, er_grow: float, params: Params,
-              quota_wait: float | None) -> float:
-    """One move of η: shrink by (1−ρ)/ER when ``er_shrink`` ≥ 1.5(1−ρ); otherwise grow by
-    1.5 − ER/(1−ρ) when ``er_grow`` ≤ 0.5(1−ρ) and an LP job has waited on the quota for over
-    an hour; bounded to [η_min, η_max]."""
+def _eta_step(eta: float, er: float, params: Params, quota_wait: float | None) -> float:
+    """One move of η: shrink by (1−ρ)/ER when ER ≥ 1.5(1−ρ); otherwise grow by 1.5 − ER/(1−ρ)
+    when ER ≤ 0.5(1−ρ) and an LP job has waited on the quota for over an hour; bounded to
+    [η_min, η_max]."""
     target = 1.0 - params.rho
-    if er_shrink >= 1.5 * target:
-        eta *= target / er_shrink
-    elif er_grow <= 0.5 * target and quota_wait is not None and quota_wait > QUOTA_WAIT_S:
-        eta *= 1.5 - er_grow / target
+    if er >= 1.5 * target:
+        eta *= target / er
+    elif er <= 0.5 * target and quota_wait is not None and quota_wait > QUOTA_WAIT_S:
+        eta *= 1.5 - er / target
     return min(params.eta_max, max(params.eta_min, eta))
 
 
@@ -130,12 +129,10 @@ def _attributable_eta(status: PoolStatus, params: Params, quota_wait: float | No
 
     Only windows broken while HP demand exceeded the quota's plan U_0 count (a forecast error a
     wider margin would have absorbed); evictions with HP inside the plan come from where LP sits
-    and no η prevents them. Shrink as the paper does on the last H hours' attributable rate
-    ERq = recent_failed_quota / windows; grow when the attributable rate over the last
-    ``eta_window_h`` hours (H by default, as the paper's rule) is at most half the target and an
-    LP job has waited on the quota for over an hour.
+    and no η prevents them. The evidence is the windows ended under the current η (since it last
+    moved) within the last ``eta_window_h`` hours: each outcome moves η once, where a sliding
+    window re-reads a burst at every hourly update and compounds one burst into a fall to the
+    floor. ERq = eta_failed_quota / eta_windows, then the paper's step.
     """
-    windows = status.recent_failed + status.recent_succeeded
-    er = status.recent_failed_quota / windows if windows else 0.0
-    er_day = status.day_failed_quota / status.day_windows if status.day_windows else 0.0
-    return _eta_step(status.eta, er, er_day, params, quota_wait)
+    er = status.eta_failed_quota / status.eta_windows if status.eta_windows else 0.0
+    return _eta_step(status.eta, er, params, quota_wait)

@@ -143,8 +143,11 @@ class Simulator:
             p: deque() for p in self.state.pools}
         self._recent_ok = dict.fromkeys(self.state.pools, 0)
         self._recent_quota = dict.fromkeys(self.state.pools, 0)
-        self.day: dict[str, deque[tuple[float, bool, bool]]] = {p: deque() for p in self.state.pools}
-        self._day_quota = dict.fromkeys(self.state.pools, 0)
+        #: window outcomes since η last moved, within the last `Params.eta_window_h` hours (the
+        #: η rule's evidence, `PoolStatus.eta_windows`), and of them the quota-attributable ones
+        self.eta_evidence: dict[str, deque[tuple[float, bool, bool]]] = {
+            p: deque() for p in self.state.pools}
+        self._evidence_quota = dict.fromkeys(self.state.pools, 0)
         #: per pool, whether this decision's evictions are quota-attributable (`_attribution`)
         self._attributable: dict[str, bool] = {}
         self.lp_enqueued: dict[str, deque[tuple[float, int]]] = {p: deque() for p in self.state.pools}
@@ -273,8 +276,8 @@ class Simulator:
         self.recent[pool].append((t, ok, quota))
         self._recent_ok[pool] += ok
         self._recent_quota[pool] += quota
-        self.day[pool].append((t, ok, quota))
-        self._day_quota[pool] += quota
+        self.eta_evidence[pool].append((t, ok, quota))
+        self._evidence_quota[pool] += quota
         self.pool_status[pool] = self.pool_status[pool].counted(ok)
         if r.in_eval:
             self.recorder.window(t, pool, ok)
@@ -335,18 +338,18 @@ class Simulator:
                 _t, was_ok, was_quota = dq.popleft()
                 self._recent_ok[pool] -= was_ok
                 self._recent_quota[pool] -= was_quota
-            day = self.day[pool]
-            while day and day[0][0] < t - span:
-                self._day_quota[pool] -= day.popleft()[2]
+            evidence = self.eta_evidence[pool]
+            while evidence and evidence[0][0] < t - span:
+                self._evidence_quota[pool] -= evidence.popleft()[2]
             ok, failed = self._recent_ok[pool], len(dq) - self._recent_ok[pool]
             wait = self._oldest_lp_wait(pool, t)
             whole = self.hp_whole[pool] / MILLI
-            now = (ok, failed, wait, whole, self._recent_quota[pool], len(day),
-                   self._day_quota[pool])
+            now = (ok, failed, wait, whole, self._recent_quota[pool], len(evidence),
+                   self._evidence_quota[pool])
             st = self.pool_status[pool]
             # most refreshes of a calm pool restate what its status says: no new record then
             if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait, st.hp_whole_gpus,
-                    st.recent_failed_quota, st.day_windows, st.day_failed_quota) != now:
+                    st.recent_failed_quota, st.eta_windows, st.eta_failed_quota) != now:
                 self.pool_status[pool] = st.with_recent(*now)
         for window, counts, span in ((self.node_evictions, self._c1d, DAY),
                                      (self._evictions_1h, self._c1h, HOUR)):
@@ -449,6 +452,9 @@ class Simulator:
         for pool, eta in (d.eta or {}).items():
             if self.pool_status[pool].eta != eta:
                 self.pool_status[pool] = replace(self.pool_status[pool], eta=eta)
+                # this move read every outcome so far: the next one reads only newer ones
+                self.eta_evidence[pool].clear()
+                self._evidence_quota[pool] = 0
         if d.quotas is not None:
             self.quotas.clear()
             self.quotas.update(d.quotas)
@@ -456,6 +462,8 @@ class Simulator:
         if d.reserves is not None:
             self.reserves.clear()
             self.reserves.update(d.reserves)
+        if d.quotas and self.recorder.logs_quota(t):
+            self._record_feedback(t)
         for reports in d.reports:
             self.recorder.report(t, reports)
         # causes are read off the decision before any of it is applied (`eviction_causes`),
@@ -491,6 +499,22 @@ class Simulator:
                 raise InvalidDecision(f"invalid placement: {exc}") from None
         if self.cfg.check_invariants:
             self.check_invariants(t)
+
+    def _record_feedback(self, t: float) -> None:
+        """What each pool's η moved on and what the quota became (`Recorder.feedback`)."""
+        classes = self.params.guarantee_classes
+        for pool in self.state.pools:
+            st = self.pool_status[pool]
+            qs = [q for d in classes if (q := self.quotas.get((pool, d))) is not None]
+            if not qs:
+                continue
+            fc = self.forecasts.get(pool)
+            plan = (float(demand_bound(fc, self.params.rho, st.eta)[0])
+                    if fc is not None and len(fc.mean) else math.nan)
+            self.recorder.feedback(
+                t, pool, st.eta, st.recent_failed + st.recent_succeeded, st.recent_failed,
+                st.recent_failed_quota, st.eta_windows, st.eta_failed_quota, (max(qs), min(qs)),
+                max((self.reserves.get((pool, d), 0) for d in classes), default=0), plan)
 
     def _attribution(self, d: Decision, planned: bool) -> dict[str, tuple[bool, float, float]]:
         """Per pool with victims in ``d``: (whether its evictions are the quota's to answer for,

@@ -1,5 +1,5 @@
-"""What a simulation records: 60 s samples, window outcomes, quota log, solver reports, evictions
-with their causes, jobs."""
+"""What a simulation records: 60 s samples, window outcomes, quota log, the quota's feedback at
+each refresh, solver reports, evictions with their causes, jobs."""
 
 from __future__ import annotations
 
@@ -23,6 +23,16 @@ JOB_COLUMNS: tuple[str, ...] = (
     "job_id", "cls", "pool", "org", "gpus_per_worker", "workers", "submit", "duration",
     "guarantee_h", "first_start", "end", "jqt", "jct", "evictions", "requeues", "windows_ok",
     "windows_failed", "lost_gpu_s", "held_gpu_s", "status", "evictions_fragmentation")
+#: the quota feedback table's columns, one row per quota refresh and pool: η; windows ended over
+#: the last H hours, failed, failed while HP was above the plan; the evidence η moves on (windows
+#: ended since η last moved, of them attributable: `PoolStatus.eta_windows`); the quota
+#: it gave (its largest and smallest over the guarantee classes: the shortest class's and the
+#: longest's), the shape reserve, HP demand, the
+#: plan U_0 = μ_0 + z_ρ·σ_0/η (NaN without a forecast), and LP running
+FEEDBACK_COLUMNS: tuple[str, ...] = (
+    "t", "pool", "eta", "windows", "failed", "failed_quota", "eta_windows", "eta_failed_quota",
+    "quota_gpus", "quota_longest_gpus",
+    "reserve_nodes", "hp_gpus", "plan_gpus", "lp_gpus")
 
 
 class Recorder:
@@ -37,6 +47,8 @@ class Recorder:
         self.sample_lp: list[np.ndarray] = []
         self.windows: Counter[tuple[str, bool]] = Counter()
         self.quota_log: list[tuple[float, str, float, float]] = []
+        self.feedback_log: list[tuple[float, str, float, int, int, int, int, int, float, float,
+                                      int, float, float, float]] = []
         self.reports: Counter[tuple[str, str, str, bool]] = Counter()
         self.report_time: dict[tuple[str, str], float] = {}
         #: (t, job, nodes, cause, in_eval) of every eviction, in order
@@ -48,6 +60,11 @@ class Recorder:
     def in_window(self, t: float) -> bool:
         return self.eval_start <= t < self.eval_end
 
+    def logs_quota(self, t: float) -> bool:
+        """Whether the quota log and the feedback log keep a refresh at ``t``: the scored window
+        and the day before it (the quota the window starts with)."""
+        return self.eval_start - 86_400.0 <= t < self.eval_end
+
     def sample(self, t: float) -> None:
         self.sample_t.append(t)
         self.sample_used.append(self.state.pool_used.copy())
@@ -58,9 +75,21 @@ class Recorder:
         self.windows[(pool, ok)] += 1
 
     def quota(self, t: float, quotas: dict[tuple[str, float], int]) -> None:
-        if t >= self.eval_start - 86_400.0 and t < self.eval_end:
+        if self.logs_quota(t):
             for (pool, d), q in quotas.items():
                 self.quota_log.append((t, pool, d, q / MILLI))
+
+    def feedback(self, t: float, pool: str, eta: float, windows: int, failed: int,
+                 failed_quota: int, eta_windows: int, eta_failed_quota: int,
+                 quotas: tuple[float, float], reserve: int, plan: float) -> None:
+        """One refresh of ``pool``'s quota (`FEEDBACK_COLUMNS`; GPUs as floats)."""
+        if self.logs_quota(t):
+            i = self.state.pool_index[pool]
+            self.feedback_log.append((
+                t, pool, eta, windows, failed, failed_quota, eta_windows, eta_failed_quota,
+                quotas[0] / MILLI,
+                quotas[1] / MILLI, reserve, float(self.state.pool_hp[i]) / MILLI, plan,
+                float(self.state.pool_lp[i]) / MILLI))
 
     def report(self, t: float, rep: SolveReport) -> None:
         self.reports[(rep.step, rep.method, rep.status, rep.fallback)] += 1
@@ -128,6 +157,16 @@ class Recorder:
 
     def quota_table(self) -> pd.DataFrame:
         return pd.DataFrame(self.quota_log, columns=["t", "pool", "class_h", "quota_gpus"])
+
+    def feedback_table(self) -> pd.DataFrame:
+        """The quota's feedback at each refresh (`FEEDBACK_COLUMNS`), with the last H hours'
+        eviction rate ``er`` and its quota-attributable part ``er_attributable`` (NaN where no
+        window ended): what η moved on, beside what it did to the quota."""
+        df = pd.DataFrame(self.feedback_log, columns=list(FEEDBACK_COLUMNS))
+        windows = df["windows"].where(df["windows"] > 0)
+        df["er"] = df["failed"] / windows
+        df["er_attributable"] = df["failed_quota"] / windows
+        return df
 
     def report_table(self) -> pd.DataFrame:
         rows = [(s, m, st, fb, c, self.report_time[(s, m)]) for (s, m, st, fb), c in self.reports.items()]

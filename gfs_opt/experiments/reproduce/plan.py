@@ -294,12 +294,13 @@ def load_run(folder: Path, spec: RunSpec | None = None) -> RunOutput | None:
     out = RunOutput(RunSpec(**raw), summary, tables["per_class"].set_index("cls"),
                     tables["per_pool"].set_index("pool"), tables["timeseries"], tables["jobs"],
                     tables["quota_log"], float(doc.get("wall_s", 0.0)), int(doc.get("events", 0)))
-    evictions = folder / "evictions.csv"
-    if evictions.exists():     # a run written before evictions were recorded has none
-        try:
-            out.evictions = pd.read_csv(evictions)
-        except (OSError, ValueError, pd.errors.EmptyDataError):
-            return None
+    # runs written before evictions (or the quota feedback) were recorded have none
+    for attr, name in (("evictions", "evictions.csv"), ("feedback", "quota_feedback.csv")):
+        if (folder / name).exists():
+            try:
+                setattr(out, attr, pd.read_csv(folder / name))
+            except (OSError, ValueError, pd.errors.EmptyDataError):
+                return None
     return out
 
 
