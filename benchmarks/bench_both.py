@@ -93,7 +93,8 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
         cells += [Cell(p, 1.0, s, "ets") for s in range(3) for p in ABLATIONS]
     if name in ("chronus", "all"):
         cells += [Cell(p, load, s, "ets", trace=CHRONUS, capacity_scale=1.0, time_scale=24.0)
-                  for load in (2.0, 4.0) for s in (0,) for p in ("gfs", *NONE, *SQA)]
+                  for load in (2.0, 4.0) for s in seeds
+                  for p in ("gfs", *NONE, *SQA, "gfs-static-eta", "gfs-paper-eta")]
     if name in ("mechanisms", "all"):   # GFS before the issue, and each mechanism off, elsewhere
         before = (("shape", "off"), ("gang_victims", "off"), ("lp_beside_hp", "off"),
                   ("eta_rule", "paper"))

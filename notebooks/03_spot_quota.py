@@ -104,3 +104,27 @@ fig.suptitle(f"GFS on {setup}: what ρ buys and costs");
 # eviction rate falls several-fold while mean LP queueing grows by more than an order of
 # magnitude; total GPU allocation barely moves because HP holds most of the cluster. Where a
 # deployment sits on this curve is a product decision; the paper's ρ = 0.9 is the default.
+
+# %% [markdown]
+# ## 3. Why did the quota move?
+#
+# Every replay records, at each quota refresh, η, the window outcomes it read and the quota it
+# gave (`quota_feedback.csv` beside a run's tables; `gfs-opt compare --out` draws it for every
+# policy with a spot quota). Top: η per pool. Middle: the quota against HP demand and the plan
+# U₀ = μ₀ + z_ρσ₀/η it was set for. Bottom: the eviction rate over the last H hours and its
+# quota-attributable part (windows broken while HP was above the plan), against the target
+# 1 − ρ: GFS's η shrinks only on the attributable part (above 1.5(1 − ρ)), and grows while it
+# stays under 0.5(1 − ρ) and an LP job has waited on the quota for over an hour.
+
+# %%
+from gfs_opt.experiments.feedback_plot import plot_feedback
+from gfs_opt.model import Params
+
+out = run(RunSpec.from_setup(setup, policy="gfs", policy_options={"forecaster": "ets"}),
+          trace=prepared)
+fig = plot_feedback(out.feedback, float(out.summary["window"][0]), f"GFS on {setup}")
+fb = out.feedback
+print(f"η at its floor on {(fb['eta'] <= Params().eta_min).mean():.1%} of refreshes, "
+      f"at its ceiling on {(fb['eta'] >= Params().eta_max).mean():.1%}; "
+      f"{out.summary['lp_evictions_quota_attributable']} of {out.summary['lp_evictions']} "
+      "evictions quota-attributable")

@@ -130,8 +130,9 @@ def test_compare_writes_table_csv_and_plots(tiny_trace: Path, tmp_path: Path,
     assert (df["hp_evictions"] == 0).all()
     assert df["gfs_vs_lp_jqt_mean"].iloc[0] != df["gfs_vs_lp_jqt_mean"].iloc[0]  # NaN for gfs
     pngs = sorted(p.name for p in out_dir.glob("*.png"))
+    # only gfs has a spot quota: its η, quota and eviction rate over time
     assert pngs == ["allocation_medium.png", "eviction_by_pool_medium.png",
-                    "lp_jqt_cdf_medium.png"]
+                    "lp_jqt_cdf_medium.png", "quota_feedback_medium_gfs.png"]
     for p in out_dir.glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 1000
     assert (out_dir / "medium" / "lyra" / "summary.json").is_file()

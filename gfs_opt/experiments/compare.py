@@ -11,8 +11,10 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from gfs_opt.experiments.feedback_plot import save_feedback_plot
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.sweep.engines import ignore_sigint, terminate_pool, worker_context
+from gfs_opt.model import Params
 from gfs_opt.policies import family, options_for
 from gfs_opt.traces.base import Trace
 
@@ -225,7 +227,8 @@ def _pct(x: float) -> str:
 
 
 def plot(results: dict[str, dict[str, RunOutput]], out: Path) -> list[Path]:
-    """CDF of LP JQT, allocation over time, eviction rate by pool (one PNG each, per load)."""
+    """CDF of LP JQT, allocation over time, eviction rate by pool (one PNG each, per load), and
+    per policy with a spot quota its η, quota and eviction rate over time (`feedback_plot`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -273,6 +276,14 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path) -> list[Path]:
         ax.set_title(f"Eviction rate by pool, {load} load")
         ax.legend(loc="upper right", fontsize=7)
         written.append(_save(fig, out / f"eviction_by_pool_{load}.png"))
+
+        # why each quota moved (policies with a spot quota only)
+        for pol, o in by_pol.items():
+            if o.feedback is not None and len(o.feedback):
+                written.append(save_feedback_plot(
+                    o.feedback, float(o.summary["window"][0]),
+                    f"{pol}, {load} load: η, quota and eviction rate",
+                    out / f"quota_feedback_{load}_{pol}.png", Params(**o.spec.params)))
     return written
 
 
