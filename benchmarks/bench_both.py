@@ -1,7 +1,7 @@
 """Does GFS win both at once? The grid of issue 37, cached cell by cell.
 
     python benchmarks/bench_both.py run [--grid targets|ablations|chronus|seeds|all] [--workers N]
-    python benchmarks/bench_both.py table [targets|ablations|chronus|seeds|all]
+    python benchmarks/bench_both.py table [targets|issue40|ablations|chronus|seeds|all]
 
 A cell is one replay (setup or trace, policy, LP load, seed, forecaster, capacity and time
 scale); its summary goes to ``results/bench-both/<key>.json`` (gitignored) and is never re-run,
@@ -238,6 +238,33 @@ def _targets(load: str, f: float, fc: str, seeds: tuple[int, ...]) -> None:
         f"{'met' if ok else 'MISSED'}: {text}" for text, ok in checks))
 
 
+def table_issue40() -> None:
+    """Issue 40's target on every trace we have where the quota binds: GFS LP JQT ≤ the `+sqa`
+    mean, and LP eviction ≤ the `+sqa` mean + 5 % (relative), means over the seeds present."""
+    cases: list[tuple[str, dict[str, object], float, tuple[int, ...], str]] = [
+        (f"Chronus MIX1 ×24, LP load {load:g}",
+         {"trace": CHRONUS, "capacity_scale": 1.0, "time_scale": 24.0}, load, (0, 1, 2), "ets")
+        for load in (2.0, 4.0)]
+    cases += [(f"paper-a100 {name}", {}, f, (0, 1, 2), "ets") for name, f in LOADS.items()]
+    cases += [("paper-a100 seeds 3–4, medium", {}, 1.0, (3, 4), "ets")]
+    print("\n### Issue 40: GFS LP JQT ≤ +sqa mean and LP evict ≤ +sqa mean + 5 %\n")
+    print("| trace | seeds | GFS LP evict | +sqa mean evict (+5 %) | GFS LP JQT s | +sqa mean "
+          "JQT s | JQT | evict |")
+    print("|---|---|---:|---:|---:|---:|---|---|")
+    for name, kw, load, seeds, fc in cases:
+        g_ev = _values("gfs", load, fc, seeds, "lp_eviction_rate", **kw)
+        g_jqt = _values("gfs", load, fc, seeds, "lp_jqt_mean", **kw)
+        s_ev = [x for p in SQA for x in _values(p, load, fc, seeds, "lp_eviction_rate", **kw)]
+        s_jqt = [x for p in SQA for x in _values(p, load, fc, seeds, "lp_jqt_mean", **kw)]
+        if not (g_ev and s_ev):
+            continue
+        ev_cap, jqt_cap = 1.05 * float(np.mean(s_ev)), float(np.mean(s_jqt))
+        print(f"| {name} | {len(g_ev)} | {_fmt(g_ev, True)} | {np.mean(s_ev):.2%} ({ev_cap:.2%}) "
+              f"| {_fmt(g_jqt, False)} | {jqt_cap:,.0f} | "
+              f"{'met' if np.mean(g_jqt) <= jqt_cap else 'MISSED'} | "
+              f"{'met' if np.mean(g_ev) <= ev_cap else 'MISSED'} |")
+
+
 def table_rows(cells: list[Cell], title: str) -> None:
     """One row per (trace, load) group and policy: mean ± interval over the seeds present."""
     print(f"\n### {title}\n")
@@ -269,14 +296,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--workers", type=int, default=2)
     t = sub.add_parser("table")
     t.add_argument("which", nargs="?", default="all",
-                   choices=["targets", "frontier", "ablations", "chronus", "seeds", "qmilp",
-                            "mechanisms", "all"])
+                   choices=["targets", "issue40", "frontier", "ablations", "chronus", "seeds",
+                            "qmilp", "mechanisms", "all"])
     args = ap.parse_args(argv)
     if args.cmd == "run":
         cmd_run(args.grid, args.workers)
         return 0
     if args.which in ("targets", "all"):
         table_targets()
+    if args.which in ("issue40", "all"):
+        table_issue40()
     for name, title in (("frontier", "η frontier, paper-a100 medium, ETS (quota_eta = fixed η)"),
                         ("ablations", "Ablations, paper-a100 medium, ETS"),
                         ("chronus", "Chronus MIX1 ×24, ETS"),
