@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -308,6 +310,60 @@ def test_short_replay_with_gfs(cluster: ClusterSpec, tmp_path: Path) -> None:
     done = jobs[jobs["status"] == "done"]
     assert len(done) > 0 and (done["jqt"] >= 0).all() and (done["jct"] >= done["duration"] * 0.9).all()
     assert res.timings["wall_s"] < 240
+
+
+def _threads_left(pid: int, start_ticks: int) -> list[str]:
+    """States of the threads of a process that have not exited (read straight from /proc, not
+    through `procs`, so the check does not share the code it checks)."""
+    try:
+        if int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]) != start_ticks:
+            return []                                 # the PID now belongs to someone else
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    states = []
+    for t in tasks:
+        try:
+            states.append((t / "stat").read_text().rsplit(") ", 1)[1].split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return [st for st in states if st not in ("Z", "X")]
+
+
+def test_down_returns_when_everything_is_gone_and_up_follows_at_once(
+        cluster: ClusterSpec, tmp_path: Path) -> None:
+    """Issue 38, item 4: `down` returns only when every thread of every daemon it started has
+    exited (slurmctld, slurmdbd and MariaDB outlive their main thread by seconds), job processes
+    included; `up` right after it (no pause) brings a working cluster back."""
+    c = SlurmClient(cluster)
+    ensure_accounts(c, cluster, ["org-a"])
+    job = submit(c, tmp_path / "runs", "spot-1h", 1, 300)
+    assert _wait(lambda: jobs_by_id(c)[job].running, 20)
+    recs = procs.load(cluster.root)
+    assert {r.name for r in recs} == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"}
+    # as a user runs them: separate processes, so `down` cannot wait(2) for the daemons (they are
+    # not its children) and must watch them through /proc
+    cli = [sys.executable, "-m", "gfs_opt.cli", "slurm"]
+    where = ["--dir", str(cluster.root)]
+    p = subprocess.run([*cli, "down", *where], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    left = {f"{r.name}[{r.pid}]": _threads_left(r.pid, r.start_ticks) for r in recs}
+    assert not {k: v for k, v in left.items() if v}, left
+    assert procs.strays(f"GFS_SLURM_DAEMON={cluster.root}", set()) == []
+    t0 = time.perf_counter()
+    p = subprocess.run([*cli, "up", *where, "--nodes", str(cluster.nodes), "--gpus",
+                        str(cluster.gpus), "--speedup", f"{cluster.speedup:g}", "--port-base",
+                        str(cluster.port_base), "--no-install"],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert time.perf_counter() - t0 < 120
+    names = [n for n, _p, alive in status(cluster.root)["daemons"] if alive]  # type: ignore[union-attr]
+    assert sorted(names) == sorted(["munged", "mariadbd", "slurmdbd", "slurmctld"]
+                                   + ["slurmd"] * cluster.nodes)
+    ensure_accounts(c, cluster, ["org-a"])         # a fresh database
+    again = submit(c, tmp_path / "runs2", "hp", 1, 2)
+    assert _wait(lambda: jobs_by_id(c)[again].running or jobs_by_id(c)[again].state ==
+                 "COMPLETED", 30)
 
 
 def test_teardown_leaves_no_process(cluster: ClusterSpec) -> None:

@@ -403,6 +403,35 @@ def test_processes_are_stopped_by_recorded_pid_only(tmp_path: Path) -> None:
     assert procs.stop(rec, timeout_s=5) == "stopped" and not procs.alive(rec)
 
 
+def test_a_daemon_whose_main_thread_exited_is_still_running(tmp_path: Path) -> None:
+    """slurmctld, slurmdbd and mariadbd shut down with their main thread gone first: the leader
+    shows state Z while other threads still run. `stop` must wait for the last thread."""
+    code = ("import threading, ctypes, time; threading.Thread(target=time.sleep, args=(1.5,))"
+            ".start(); ctypes.CDLL(None).pthread_exit(None)")
+    rec = procs.start("half-exited", [sys.executable, "-c", code], tmp_path / "log", dict(os.environ))
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{rec.pid}/stat").read_text().split(") ")[1][0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert procs.alive(rec)                       # the leader is a zombie, a thread is not
+    t0 = time.monotonic()
+    while procs.alive(rec):
+        time.sleep(0.05)
+    assert time.monotonic() - t0 > 0.5            # it really was running that long
+
+
+def test_stop_escalates_to_kill_and_waits(tmp_path: Path) -> None:
+    deaf = procs.start("deaf", ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"],
+                       tmp_path / "log", dict(os.environ))
+    polite = procs.start("polite", ["sleep", "30"], tmp_path / "log", dict(os.environ))
+    time.sleep(0.2)                               # the trap is set
+    t0 = time.monotonic()
+    assert procs.stop_all([deaf, polite], timeout_s=0.5) == ["killed", "stopped"]
+    assert 0.5 <= time.monotonic() - t0 < 5
+    assert not procs.alive(deaf) and not procs.alive(polite)
+    assert procs.stop_all([deaf]) == ["not running"]
+
+
 def test_clock_round_trip(tmp_path: Path) -> None:
     c = TraceClock(1000.0, 5000.0, 60.0)
     assert c.trace(1010.0) == 5600.0 and c.wall(5600.0) == 1010.0
