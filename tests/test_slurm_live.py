@@ -312,6 +312,54 @@ def test_short_replay_with_gfs(cluster: ClusterSpec, tmp_path: Path) -> None:
     assert res.timings["wall_s"] < 240
 
 
+def _eviction_plan(speedup: float) -> object:
+    """Four node-sized spot jobs from the start; two node-sized HP jobs arrive 1.25 h later,
+    when every spot job is past its 1 h window — the moment Slurm's own preemption used to
+    take (on the HP job's submission, before any controller poll)."""
+    from gfs_opt.slurm.plan import ReplayPlan
+    from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace
+
+    rows = [(i, "org-b", "LP", 8000, 1, 60.0 * i, 10_800.0) for i in range(4)]
+    rows += [(4, "org-a", "HP", 8000, 1, 4500.0, 1800.0), (5, "org-a", "HP", 8000, 1, 4560.0, 1800.0)]
+    jobs = pd.DataFrame(rows, columns=["job_id", "org", "cls", "g", "workers", "submit", "duration"])
+    jobs = jobs.assign(name=jobs["job_id"].astype(str), pool="A100", cpu=4.0, guarantee_h=1.0,
+                       resident=False)
+    nodes = pd.DataFrame({"node_name": [f"n{i}" for i in range(1, 5)], "pool": "A100", "gpus": 8,
+                          "cpus": 16.0})
+    trace = Trace(nodes, jobs, ALIBABA_ORIGIN, "evictions")
+    return ReplayPlan(trace, 0.0, 4600.0, "A100", "evictions", 4, 8,
+                      pd.DataFrame(columns=["ds", "series", "y"]))
+
+
+def test_replay_evictions_are_the_controllers(cluster: ClusterSpec, tmp_path: Path) -> None:
+    """Issue 38, item 1: with GFS on, the controller makes every eviction — Slurm's QOS `hp`
+    preempts nothing, only `hp-net` (after --net-after) does — and each is logged with who made
+    it (sacct PREEMPTED = Slurm, REQUEUED = the controller) in evictions.csv and the summary."""
+    from gfs_opt.slurm.replay import ReplayConfig, replay
+
+    SlurmClient(cluster).cancel_all()
+    speedup = 240.0                       # 1 h window = 15 s of wall time
+    cfg = ReplayConfig(policy="gfs", speedup=speedup, drain_s=2400.0, forecaster="seasonal-naive")
+    res = replay(cluster, _eviction_plan(speedup), cfg, tmp_path / "out",  # type: ignore[arg-type]
+                 log=lambda _m: None)
+    s = res.summary
+    ev = pd.read_csv(res.out / "evictions.csv")
+    assert len(ev) == 2 and set(ev["cls"]) == {"LP"}, ev          # one per HP job, no more
+    assert list(ev["by"]) == ["controller", "controller"], ev
+    assert s["lp_evictions_by_controller"] == 2 and s["lp_evictions_by_slurm"] == 0
+    assert s["lp_evictions_controller_pct"] == 100.0
+    assert s["hp_evictions"] == 0 and s["lp_evictions_in_exempt_window"] == 0
+    assert s["jobs_conserved"]
+    requeues = actions(res.out / "controller.jsonl", "requeue")
+    assert sorted(a["job"] for a in requeues) == sorted(
+        pd.read_csv(res.out / "slurm_jobs.csv").set_index("job_id").loc[ev["job_id"],
+                                                                       "slurm_job_id"])
+    # both HP jobs ran within a few seconds of arriving (no wait for Slurm's safety net)
+    jobs = pd.read_csv(res.out / "jobs.csv").set_index("job_id")
+    assert (jobs.loc[[4, 5], "jqt"] < 8 * speedup).all(), jobs.loc[[4, 5], "jqt"]
+    assert not actions(res.out / "controller.jsonl", "escalate")
+
+
 def _threads_left(pid: int, start_ticks: int) -> list[str]:
     """States of the threads of a process that have not exited (read straight from /proc, not
     through `procs`, so the check does not share the code it checks)."""

@@ -26,6 +26,7 @@ from gfs_opt.slurm import procs
 from gfs_opt.slurm.client import SlurmClient
 from gfs_opt.slurm.layout import (
     HP_QOS,
+    NET_QOS,
     SPEC_FILE,
     ClusterSpec,
     hms,
@@ -243,8 +244,15 @@ def _state_list(node: dict) -> list[str]:
     return [str(st).upper(), *(str(f).upper() for f in flags)]
 
 
-def configure_qos(client: SlurmClient, spec: ClusterSpec) -> None:
-    """Create or update QOS `hp` and one spot QOS per class (exempt time = class / K)."""
+def configure_qos(client: SlurmClient, spec: ClusterSpec, hp_preempts: bool = True) -> None:
+    """Create or update QOS `hp`, `hp-net` and one spot QOS per class (exempt time = class / K).
+
+    ``hp_preempts``: Slurm preempts spot jobs for every HP job (plain QOS preemption). Off (GFS
+    on), `hp` preempts nothing and only `hp-net` does — the QOS the controller moves an HP job
+    into once it has waited past its safety-net delay — so every eviction the controller can
+    make is the controller's: Slurm's scheduler would otherwise preempt on the HP job's
+    submission, before any poll could see it (docs/slurm-model.md, "who evicts").
+    """
     have = {q["name"] for q in client.qos_table()}
     for d, name in zip(spec.classes, spec.spot_qos, strict=True):
         settings = {"Priority": "10", "PreemptMode": "requeue",
@@ -254,10 +262,11 @@ def configure_qos(client: SlurmClient, spec: ClusterSpec) -> None:
         else:
             client.set_qos(name, **settings)
     preempt = ",".join(spec.spot_qos)
-    if HP_QOS not in have:
-        client.sacctmgr("add", "qos", HP_QOS, "Priority=1000", f"Preempt={preempt}")
-    else:
-        client.set_qos(HP_QOS, Priority="1000", Preempt=preempt)
+    for name, target in ((HP_QOS, preempt if hp_preempts else ""), (NET_QOS, preempt)):
+        if name not in have:
+            client.sacctmgr("add", "qos", name, "Priority=1000")
+        # an empty value clears the list (sacctmgr's `Preempt=''`)
+        client.set_qos(name, Priority="1000", Preempt=target)
 
 
 def ensure_accounts(client: SlurmClient, spec: ClusterSpec, accounts: list[str],
@@ -267,7 +276,7 @@ def ensure_accounts(client: SlurmClient, spec: ClusterSpec, accounts: list[str],
     new = [a for a in accounts if a not in have]
     if new:
         client.sacctmgr("add", "account", ",".join(new), f"Cluster={spec.cluster}")
-    qos = ",".join(["normal", HP_QOS, *spec.spot_qos])
+    qos = ",".join(["normal", HP_QOS, NET_QOS, *spec.spot_qos])
     rc, out, err = client.run_full(["sacctmgr", "-i", "add", "user", user,
                                     f"Account={','.join(accounts)}", f"Cluster={spec.cluster}"],
                                    check=False)
