@@ -218,6 +218,11 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
                    help="reuse replays from this folder (<policy>/summary.json) instead of "
                         "running them on the live cluster")
     m.add_argument("--out", type=Path, required=True, help="folder for both sides and the table")
+    m.add_argument("--latencies", type=Path, default=None,
+                   help="latencies.json of `gfs-opt slurm measure` for the simulator's Slurm "
+                        "model (default: the values measured on the project's machine)")
+    m.add_argument("--no-slurm-model", action="store_true",
+                   help="skip the simulation with the Slurm scheduling model")
     m.set_defaults(handler=_compare)
 
 
@@ -321,9 +326,9 @@ def _measure(args: argparse.Namespace) -> int:
 
     probes = tuple(p.strip() for p in args.probes.split(",") if p.strip())
     res = measure(_spec(args), args.out, repeats=args.repeats, probes=probes)
-    for name in probes:
+    for name in [k for k in res if k != "cluster"]:
         r = res[name]
-        print(f"{name:<10} mean {r['mean']:6.2f} s  min {r['min']:6.2f}  max {r['max']:6.2f}  "
+        print(f"{name:<19} mean {r['mean']:6.2f} s  min {r['min']:6.2f}  max {r['max']:6.2f}  "
               f"(n={r['n']})")
     print(f"wrote {args.out / 'latencies.json'}")
     return 0
@@ -365,6 +370,7 @@ def _compare(args: argparse.Namespace) -> int:
         markdown,
         real_folder,
         simulate,
+        slurm_model,
         table,
     )
     from gfs_opt.slurm.layout import ClusterSpec
@@ -385,6 +391,7 @@ def _compare(args: argparse.Namespace) -> int:
         spec = _spec(args)
     plan = _plan(args, args.trace, spec)
     sides: dict[str, tuple[Side, Side]] = {}
+    modelled: dict[str, Side] = {}
     for pol in policies:
         if args.real is not None:
             real = load_side(real_folder(args.real, pol))
@@ -396,7 +403,11 @@ def _compare(args: argparse.Namespace) -> int:
         sim = simulate(plan, pol, args.out / pol / "sim", spec.classes, args.forecaster,
                        args.refresh, args.rho, args.drain)
         sides[pol] = (real, sim)
-    df = table(sides)
+        if not args.no_slurm_model:
+            modelled[pol] = simulate(plan, pol, args.out / pol / "sim-slurm", spec.classes,
+                                     args.forecaster, args.refresh, args.rho, args.drain,
+                                     slurm=slurm_model(args.speedup, args.latencies))
+    df = table(sides, modelled)
     print(plan.describe() + f", ×{args.speedup:g}")
     print(format_table(df))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -33,9 +33,9 @@ from gfs_opt.errors import GfsError
 from gfs_opt.model import MILLI, Job, Params
 
 #: measured on the project's machine with `gfs-opt slurm measure` (docs/slurm-model.md), wall s
-MEASURED_START_S = 1.6
-MEASURED_REQUEUE_S = 14.1
-MEASURED_QUOTA_S = 2.7
+MEASURED_START_S = 1.0
+MEASURED_REQUEUE_S = 12.0
+MEASURED_QUOTA_S = 1.6
 
 
 @dataclass(frozen=True)

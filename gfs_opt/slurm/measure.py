@@ -11,6 +11,11 @@ payload's own `time.time()`, Slurm's are whole seconds):
                an HP job waiting for its GPUs (how late Slurm's safety net fires);
 ``controller`` end of a spot job's guarantee window → the controller's requeue signals it
                (poll + decision + checkpoint + requeue), with Slurm's preemption held far back.
+
+Each probe also reports a second number: for the first three, the same delay to Slurm's own
+start time (``<probe>_slurm``: what the replay's queue times use, so what the simulator's Slurm
+model takes); for the last two, to the start of the HP job the eviction made room for
+(``<probe>_hp_start``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,12 @@ from gfs_opt.slurm.outcomes import read_run_log
 from gfs_opt.slurm.replay import batch_script
 
 PROBES = ("start", "requeue", "grptres", "preempt", "controller")
+#: each probe's second number: Slurm's own start time of the job (whole second + 0.5, what the
+#: replay's JQT uses) for the first three; the HP job's start after the window for the others
+SECOND = {"start": "Slurm's start", "requeue": "Slurm's restart", "grptres": "Slurm's start",
+          "preempt": "HP start", "controller": "HP start"}
+SECOND_KEY = {"start": "slurm", "requeue": "slurm", "grptres": "slurm", "preempt": "hp_start",
+              "controller": "hp_start"}
 
 
 class Probe:
@@ -80,22 +91,29 @@ class Probe:
             time.sleep(0.3)
         raise GfsError("measure: the cluster did not become idle")
 
-    # ---- probes ---------------------------------------------------------------------------
-    def start(self) -> list[float]:
-        jid, t = self.submit(HP_QOS, 1, 1.0)
-        return [self.wait_event(jid, "start") - t]
+    def slurm_start(self, jid: int) -> float:
+        """Slurm's start of the job's current run, mid-second (as the replay's outcomes)."""
+        j = self.job(jid)
+        if j is None or not j.start:
+            raise GfsError(f"measure: no start time for job {jid}")
+        return j.start + 0.5
 
-    def requeue(self) -> list[float]:
+    # ---- probes: (payload's view, Slurm's view) ------------------------------------------------
+    def start(self) -> tuple[float, float]:
+        jid, t = self.submit(HP_QOS, 1, 3.0)
+        return self.wait_event(jid, "start") - t, self.slurm_start(jid) - t
+
+    def requeue(self) -> tuple[float, float]:
         jid, _t = self.submit(self.qos1, 1, 120.0)
         self.wait_event(jid, "start", 0)
         t = time.time()
         self.client.requeue(jid)
-        return [self.wait_event(jid, "start", 1, timeout_s=180) - t]
+        return self.wait_event(jid, "start", 1, timeout_s=180) - t, self.slurm_start(jid) - t
 
-    def grptres(self) -> list[float]:
+    def grptres(self) -> tuple[float, float]:
         self.client.set_gpu_limit(self.qos1, 0)
         time.sleep(5.0)                        # the old limit has surely landed
-        jid, _t = self.submit(self.qos1, 1, 1.0)
+        jid, _t = self.submit(self.qos1, 1, 3.0)
         deadline = time.monotonic() + 30
         while (j := self.job(jid)) is None or j.reason != "QOSGrpGRES":
             if time.monotonic() > deadline:
@@ -104,7 +122,7 @@ class Probe:
         t = time.time()
         self.client.set_gpu_limit(self.qos1, 1)
         try:
-            return [self.wait_event(jid, "start") - t]
+            return self.wait_event(jid, "start") - t, self.slurm_start(jid) - t
         finally:
             self.client.set_gpu_limit(self.qos1, None)
 
@@ -127,17 +145,18 @@ class Probe:
             time.sleep(0.05)
         raise GfsError("measure: no spot job was preempted")
 
-    def preempt(self, exempt_s: int = 5) -> list[float]:
+    def preempt(self, exempt_s: int = 5) -> tuple[float, float]:
         self.client.set_qos(self.qos1, PreemptExemptTime=f"00:00:{exempt_s:02d}")
         time.sleep(5.0)
         ids = self._fill(0.0)
         starts = {j.job_id: j.start for j in parse_jobs(self.client.jobs()) if j.job_id in ids}
-        self.submit(HP_QOS, self.spec.gpus, 2.0)
+        hp, _t = self.submit(HP_QOS, self.spec.gpus, 3.0)
         jid, t_term = self._victim(ids, 60 + exempt_s)
         # the oldest spot job's exempt time ends first; Slurm counts from its whole-second start
-        return [t_term - (starts[jid] + exempt_s)]
+        end = starts[jid] + exempt_s
+        return t_term - end, self.wait_event(hp, "start") - end
 
-    def controller(self, window_s: float = 6.0) -> list[float]:
+    def controller(self, window_s: float = 6.0) -> tuple[float, float]:
         from gfs_opt.slurm.clock import TraceClock
         from gfs_opt.slurm.controller import Controller, ControllerConfig
 
@@ -153,7 +172,7 @@ class Probe:
         ctl.clock = TraceClock(time.time(), 0.0, speedup)
         ctl.log.clock = ctl.clock
         starts = {j.job_id: j.start for j in parse_jobs(self.client.jobs()) if j.job_id in ids}
-        self.submit(HP_QOS, self.spec.gpus, 2.0)
+        hp, _t = self.submit(HP_QOS, self.spec.gpus, 3.0)
         deadline = time.monotonic() + 60 + window_s
         while time.monotonic() < deadline:
             tick = time.time()
@@ -161,7 +180,8 @@ class Probe:
             for jid in ids:
                 terms = self.events(jid, "term", 0)
                 if terms:
-                    return [float(terms[0]["t"]) - (starts[jid] + window_s)]
+                    end = starts[jid] + window_s
+                    return float(terms[0]["t"]) - end, self.wait_event(hp, "start") - end
             time.sleep(max(0.0, cfg.poll_s - (time.time() - tick)))
         raise GfsError("measure: the controller requeued no spot job")
 
@@ -194,11 +214,16 @@ def measure(spec: ClusterSpec, out: Path, repeats: int = 3, probes: tuple[str, .
     try:
         for name in probes:
             samples: list[float] = []
+            second: list[float] = []
             for i in range(repeats):
                 probe.idle()
-                samples += getattr(probe, name)()
-                log(f"  {name} #{i + 1}: {samples[-1]:.2f} s")
+                a, b = getattr(probe, name)()
+                samples.append(a)
+                second.append(b)
+                log(f"  {name} #{i + 1}: {a:.2f} s ({SECOND[name]} {b:.2f} s)")
             result[name] = {**_stats(samples), "samples": [round(x, 3) for x in samples]}
+            result[f"{name}_{SECOND_KEY[name]}"] = {**_stats(second),
+                                                    "samples": [round(x, 3) for x in second]}
     finally:
         probe.idle()
         configure_qos(client, spec)
