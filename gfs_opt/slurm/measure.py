@@ -30,7 +30,9 @@ from typing import Any
 
 from gfs_opt.errors import GfsError
 from gfs_opt.slurm.client import SlurmClient
+from gfs_opt.slurm.clock import TraceClock
 from gfs_opt.slurm.cluster import configure_qos, ensure_accounts
+from gfs_opt.slurm.controller import Controller, ControllerConfig
 from gfs_opt.slurm.layout import HP_QOS, ClusterSpec, spot_qos
 from gfs_opt.slurm.live import parse_jobs
 from gfs_opt.slurm.outcomes import read_run_log
@@ -157,9 +159,6 @@ class Probe:
         return t_term - end, self.wait_event(hp, "start") - end
 
     def controller(self, window_s: float = 6.0) -> tuple[float, float]:
-        from gfs_opt.slurm.clock import TraceClock
-        from gfs_opt.slurm.controller import Controller, ControllerConfig
-
         speedup = 3600.0 * self.spec.classes[0] / window_s
         # Slurm's own preemption far behind the window: only the controller can act
         configure_qos(self.client, replace(self.spec, speedup=speedup, exempt_margin_s=60.0))
