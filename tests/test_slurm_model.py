@@ -103,8 +103,10 @@ def test_a_new_grptres_lands_after_the_quota_delay() -> None:
 
 
 def test_reservations_and_fits() -> None:
-    assert fit_counts({0: 3, 1: 8}, 2, 2) == {0: 1, 1: 1}        # tightest node first
+    assert fit_counts({0: 3, 1: 8, 2: 5}, 2, 2) == {2: 2}     # one node, the tightest that holds it
     assert fit_counts({0: 3, 1: 1}, 2, 2) is None
+    # no single node: as few nodes as possible, roomiest first
+    assert fit_counts({0: 2, 1: 6, 2: 4, 3: 2}, 2, 5) == {1: 3, 2: 2}
     # 2 GPUs free; 6 come back at t=100; a reservation holds 8 from t=100 to 200
     res = [Reservation(100.0, 200.0, {0: 8})]
     assert earliest_fit(0.0, {0: 2}, [(100.0, 0, 6)], res, 2, 1, 50.0) == (0.0, {0: 1})
