@@ -124,3 +124,24 @@ def test_model_checks_its_parameters_and_time_limit() -> None:
     # sbatch --time of the replay: ⌈(1.2·50 s + 40/60 s + 60 s) / 60 s⌉ = 3 min wall = 3 h trace
     assert m.time_limit(job, Params()) == 3 * 3600.0
     assert math.isclose(m.quota_delay_s, 60.0 * m.quota_delay_wall_s)
+
+
+def test_simulate_cli_opts_in(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from tiny_trace import write_tiny_trace
+
+    from gfs_opt.cli import main
+
+    folder = write_tiny_trace(tmp_path / "t", n=12)
+    out = {}
+    for sched in ("default", "slurm"):
+        assert main(["simulate", "--trace", str(folder), "--policy", "gfs", "--forecaster",
+                     "seasonal-naive", "--scheduler", sched, "--slurm-speedup", "60",
+                     "--no-progress", "--json"]) == 0
+        out[sched] = json.loads(capsys.readouterr().out)
+    assert "scheduler" not in out["default"]          # the default run's summary is unchanged
+    assert out["slurm"]["scheduler"]["name"] == "slurm"
+    assert out["slurm"]["scheduler"]["speedup"] == 60.0
+    # every HP job waits at least the start latency (0.75 s × 60) under the model
+    assert out["slurm"]["hp_jqt_mean"] >= 0.75 * 60 - 1e-6 > out["default"]["hp_jqt_mean"]
