@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -308,6 +310,108 @@ def test_short_replay_with_gfs(cluster: ClusterSpec, tmp_path: Path) -> None:
     done = jobs[jobs["status"] == "done"]
     assert len(done) > 0 and (done["jqt"] >= 0).all() and (done["jct"] >= done["duration"] * 0.9).all()
     assert res.timings["wall_s"] < 240
+
+
+def _eviction_plan(speedup: float) -> object:
+    """Four node-sized spot jobs from the start; two node-sized HP jobs arrive 1.25 h later,
+    when every spot job is past its 1 h window — the moment Slurm's own preemption used to
+    take (on the HP job's submission, before any controller poll)."""
+    from gfs_opt.slurm.plan import ReplayPlan
+    from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace
+
+    rows = [(i, "org-b", "LP", 8000, 1, 60.0 * i, 10_800.0) for i in range(4)]
+    rows += [(4, "org-a", "HP", 8000, 1, 4500.0, 1800.0), (5, "org-a", "HP", 8000, 1, 4560.0, 1800.0)]
+    jobs = pd.DataFrame(rows, columns=["job_id", "org", "cls", "g", "workers", "submit", "duration"])
+    jobs = jobs.assign(name=jobs["job_id"].astype(str), pool="A100", cpu=4.0, guarantee_h=1.0,
+                       resident=False)
+    nodes = pd.DataFrame({"node_name": [f"n{i}" for i in range(1, 5)], "pool": "A100", "gpus": 8,
+                          "cpus": 16.0})
+    trace = Trace(nodes, jobs, ALIBABA_ORIGIN, "evictions")
+    return ReplayPlan(trace, 0.0, 4600.0, "A100", "evictions", 4, 8,
+                      pd.DataFrame(columns=["ds", "series", "y"]))
+
+
+def test_replay_evictions_are_the_controllers(cluster: ClusterSpec, tmp_path: Path) -> None:
+    """Issue 38, item 1: with GFS on, the controller makes every eviction — Slurm's QOS `hp`
+    preempts nothing, only `hp-net` (after --net-after) does — and each is logged with who made
+    it (sacct PREEMPTED = Slurm, REQUEUED = the controller) in evictions.csv and the summary."""
+    from gfs_opt.slurm.replay import ReplayConfig, replay
+
+    SlurmClient(cluster).cancel_all()
+    speedup = 240.0                       # 1 h window = 15 s of wall time
+    cfg = ReplayConfig(policy="gfs", speedup=speedup, drain_s=2400.0, forecaster="seasonal-naive")
+    res = replay(cluster, _eviction_plan(speedup), cfg, tmp_path / "out",  # type: ignore[arg-type]
+                 log=lambda _m: None)
+    s = res.summary
+    ev = pd.read_csv(res.out / "evictions.csv")
+    assert len(ev) == 2 and set(ev["cls"]) == {"LP"}, ev          # one per HP job, no more
+    assert list(ev["by"]) == ["controller", "controller"], ev
+    assert s["lp_evictions_by_controller"] == 2 and s["lp_evictions_by_slurm"] == 0
+    assert s["lp_evictions_controller_pct"] == 100.0
+    assert s["hp_evictions"] == 0 and s["lp_evictions_in_exempt_window"] == 0
+    assert s["jobs_conserved"]
+    requeues = actions(res.out / "controller.jsonl", "requeue")
+    assert sorted(a["job"] for a in requeues) == sorted(
+        pd.read_csv(res.out / "slurm_jobs.csv").set_index("job_id").loc[ev["job_id"],
+                                                                       "slurm_job_id"])
+    # both HP jobs ran within a few seconds of arriving (no wait for Slurm's safety net)
+    jobs = pd.read_csv(res.out / "jobs.csv").set_index("job_id")
+    assert (jobs.loc[[4, 5], "jqt"] < 8 * speedup).all(), jobs.loc[[4, 5], "jqt"]
+    assert not actions(res.out / "controller.jsonl", "escalate")
+
+
+def _threads_left(pid: int, start_ticks: int) -> list[str]:
+    """States of the threads of a process that have not exited (read straight from /proc, not
+    through `procs`, so the check does not share the code it checks)."""
+    try:
+        if int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]) != start_ticks:
+            return []                                 # the PID now belongs to someone else
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    states = []
+    for t in tasks:
+        try:
+            states.append((t / "stat").read_text().rsplit(") ", 1)[1].split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return [st for st in states if st not in ("Z", "X")]
+
+
+def test_down_returns_when_everything_is_gone_and_up_follows_at_once(
+        cluster: ClusterSpec, tmp_path: Path) -> None:
+    """Issue 38, item 4: `down` returns only when every thread of every daemon it started has
+    exited (slurmctld, slurmdbd and MariaDB outlive their main thread by seconds), job processes
+    included; `up` right after it (no pause) brings a working cluster back."""
+    c = SlurmClient(cluster)
+    ensure_accounts(c, cluster, ["org-a"])
+    job = submit(c, tmp_path / "runs", "spot-1h", 1, 300)
+    assert _wait(lambda: jobs_by_id(c)[job].running, 20)
+    recs = procs.load(cluster.root)
+    assert {r.name for r in recs} == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"}
+    # as a user runs them: separate processes, so `down` cannot wait(2) for the daemons (they are
+    # not its children) and must watch them through /proc
+    cli = [sys.executable, "-m", "gfs_opt.cli", "slurm"]
+    where = ["--dir", str(cluster.root)]
+    p = subprocess.run([*cli, "down", *where], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    left = {f"{r.name}[{r.pid}]": _threads_left(r.pid, r.start_ticks) for r in recs}
+    assert not {k: v for k, v in left.items() if v}, left
+    assert procs.strays(f"GFS_SLURM_DAEMON={cluster.root}", set()) == []
+    t0 = time.perf_counter()
+    p = subprocess.run([*cli, "up", *where, "--nodes", str(cluster.nodes), "--gpus",
+                        str(cluster.gpus), "--speedup", f"{cluster.speedup:g}", "--port-base",
+                        str(cluster.port_base), "--no-install"],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert time.perf_counter() - t0 < 120
+    names = [n for n, _p, alive in status(cluster.root)["daemons"] if alive]  # type: ignore[union-attr]
+    assert sorted(names) == sorted(["munged", "mariadbd", "slurmdbd", "slurmctld"]
+                                   + ["slurmd"] * cluster.nodes)
+    ensure_accounts(c, cluster, ["org-a"])         # a fresh database
+    again = submit(c, tmp_path / "runs2", "hp", 1, 2)
+    assert _wait(lambda: jobs_by_id(c)[again].running or jobs_by_id(c)[again].state ==
+                 "COMPLETED", 30)
 
 
 def test_teardown_leaves_no_process(cluster: ClusterSpec) -> None:

@@ -307,6 +307,16 @@ def test_outcomes_become_the_simulators_tables() -> None:
     assert jobs.loc[2, "jct"] == pytest.approx(180 * 60 - 60)
     assert real.checks["jobs_conserved"] and real.checks["evictions_by_slurm"] == 1
     assert real.checks["lp_evictions_in_exempt_window"] == 0
+    # who evicted: one row per eviction, and the LP counts of the summary
+    assert real.checks["lp_evictions_by_slurm"] == 1 and real.checks["lp_evictions_by_controller"] == 0
+    assert real.checks["lp_evictions_controller_pct"] == 0.0
+    (row,) = real.evictions.itertuples()
+    assert (row.job_id, row.slurm_job_id, row.by, row.run, row.inside_exempt_window) == \
+        (2, 12, "slurm", 0, False)
+    assert row.end - row.start == pytest.approx(90 * 60)
+    by_ctl = JobOutcome(2, 12, [dataclasses.replace(lp.runs[0], by="controller"), lp.runs[1]], "done")
+    mine = to_recorder(plan, [hp, by_ctl], clock, cutoff=w + 400, params=Params())
+    assert mine.checks["lp_evictions_controller_pct"] == 100.0
     ts = real.recorder.timeseries()
     assert len(ts) == 120 and ts["hp"].max() == 8 and ts["lp"].max() == 2
     from gfs_opt.sim.metrics import summarize
@@ -403,6 +413,35 @@ def test_processes_are_stopped_by_recorded_pid_only(tmp_path: Path) -> None:
     assert procs.stop(rec, timeout_s=5) == "stopped" and not procs.alive(rec)
 
 
+def test_a_daemon_whose_main_thread_exited_is_still_running(tmp_path: Path) -> None:
+    """slurmctld, slurmdbd and mariadbd shut down with their main thread gone first: the leader
+    shows state Z while other threads still run. `stop` must wait for the last thread."""
+    code = ("import threading, ctypes, time; threading.Thread(target=time.sleep, args=(1.5,))"
+            ".start(); ctypes.CDLL(None).pthread_exit(None)")
+    rec = procs.start("half-exited", [sys.executable, "-c", code], tmp_path / "log", dict(os.environ))
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{rec.pid}/stat").read_text().split(") ")[1][0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert procs.alive(rec)                       # the leader is a zombie, a thread is not
+    t0 = time.monotonic()
+    while procs.alive(rec):
+        time.sleep(0.05)
+    assert time.monotonic() - t0 > 0.5            # it really was running that long
+
+
+def test_stop_escalates_to_kill_and_waits(tmp_path: Path) -> None:
+    deaf = procs.start("deaf", ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"],
+                       tmp_path / "log", dict(os.environ))
+    polite = procs.start("polite", ["sleep", "30"], tmp_path / "log", dict(os.environ))
+    time.sleep(0.2)                               # the trap is set
+    t0 = time.monotonic()
+    assert procs.stop_all([deaf, polite], timeout_s=0.5) == ["killed", "stopped"]
+    assert 0.5 <= time.monotonic() - t0 < 5
+    assert not procs.alive(deaf) and not procs.alive(polite)
+    assert procs.stop_all([deaf]) == ["not running"]
+
+
 def test_clock_round_trip(tmp_path: Path) -> None:
     c = TraceClock(1000.0, 5000.0, 60.0)
     assert c.trace(1010.0) == 5600.0 and c.wall(5600.0) == 1010.0
@@ -486,6 +525,9 @@ class FakeSlurm:
     def requeue(self, job_id: int, timeout_s: float = 10.0) -> None:
         self.calls.append(("requeue", job_id))
 
+    def set_job_qos(self, job_id: int, qos: str) -> None:
+        self.calls.append(("qos", job_id, qos))
+
 
 def _controller(tmp: Path, records: list[dict], **kw: object):
     from gfs_opt.slurm.controller import Controller, ControllerConfig
@@ -563,6 +605,50 @@ def test_controller_guards_and_logs_its_victims(tmp_path: Path) -> None:
     ctl.poll()
     assert ("requeue", 2) not in fake.calls
     assert "Slurm requeued the victim first" in _logged(tmp_path / "race", "skip")[0]["reason"]
+
+
+def test_controller_signals_every_victim_before_requeueing_and_logs_its_lateness(
+        tmp_path: Path) -> None:
+    now = time.time()
+    recs = [squeue_record(1, "spot-1h", start=now - 100, node="n1"),
+            squeue_record(2, "spot-1h", start=now - 90, node="n2"),
+            squeue_record(3, "hp", start=now, node="n3"), squeue_record(8, "hp", start=now, node="n4"),
+            squeue_record(4, "hp", state="PENDING", reason="Resources", submit=now - 1, tasks=2)]
+    ctl, fake = _controller(tmp_path, recs, net_after_s=None)
+    ctl.poll()
+    acts = [c for c in fake.calls if c[0] != "limit"]
+    # both checkpoints requested first, then both requeues: one wait for the pair
+    assert [c[0] for c in acts] == ["signal", "signal", "requeue", "requeue"]
+    assert {c[1] for c in acts} == {1, 2}
+    reqs = _logged(tmp_path, "requeue")
+    # window 60 s (1 h at ×60): job 1 ended it 40 s ago, job 2 30 s ago
+    late = {r["job"]: r["after_window_s"] for r in reqs}
+    assert late[1] == pytest.approx(40, abs=2) and late[2] == pytest.approx(30, abs=2)
+
+
+def test_controller_hands_a_stuck_hp_job_to_slurms_preemption(tmp_path: Path) -> None:
+    """Slurm's preemption as a late safety net: an HP job pending past --net-after moves to QOS
+    hp-net, once; a young one, a spot job, or --no-net: nothing moves."""
+    now = time.time()
+    recs = [squeue_record(1, "spot-1h", start=now - 10, node=n) for n in ("n1", "n2", "n3", "n4")]
+    recs = [{**r, "job_id": i} for i, r in enumerate(recs, start=1)]        # all in their window
+    recs += [squeue_record(5, "hp", state="PENDING", reason="Resources", submit=now - 12),
+             squeue_record(6, "hp", state="PENDING", reason="Resources", submit=now - 2),
+             squeue_record(7, "spot-1h", state="PENDING", reason="Resources", submit=now - 60)]
+    (tmp_path / "net").mkdir()
+    ctl, fake = _controller(tmp_path / "net", recs, net_after_s=10.0)
+    ctl.poll()
+    ctl.poll()
+    assert [c for c in fake.calls if c[0] == "qos"] == [("qos", 5, "hp-net")]
+    assert not [c for c in fake.calls if c[0] in ("signal", "requeue")]     # all protected
+    (esc,) = _logged(tmp_path / "net", "escalate")
+    assert esc["job"] == 5 and "hp-net" in esc["reason"]
+    (tmp_path / "off").mkdir()
+    ctl, fake = _controller(tmp_path / "off", recs, net_after_s=None)
+    ctl.poll()
+    assert not [c for c in fake.calls if c[0] == "qos"]
+    # an escalated job is HP for the controller too (usage, forecaster)
+    assert LiveJob.from_json(squeue_record(9, "hp-net")).cls == "HP"
 
 
 def test_controller_feeds_hourly_usage_and_refits_daily(tmp_path: Path) -> None:

@@ -62,6 +62,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,
                    help="scored window: dates (END exclusive) or seconds since the trace origin")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("--scheduler", choices=["default", "slurm"], default="default",
+                   help="slurm: Slurm 22.05 decides which pending jobs start and where (head-of-line "
+                        "stop, backfill by time limit, start/requeue/GrpTRES latencies; "
+                        "docs/slurm-model.md); the policy keeps quotas and victims (default: default)")
+    s.add_argument("--slurm-speedup", type=cargs.number(0, 1e6, lo_open=True), default=1.0,
+                   help="with --scheduler slurm: trace seconds per wall second of the Slurm "
+                        "latencies (a replay's compression K; default 1, real time)")
     _common(s)
     s.set_defaults(handler=_simulate)
 
@@ -125,6 +132,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from gfs_opt.experiments.setups import SETUPS
     from gfs_opt.fileio import json_safe
     from gfs_opt.policies import make_policy
+    from gfs_opt.sim.slurm_model import SlurmModel
     from gfs_opt.traces.placeable import never_placeable_warning
 
     check_out_dir(args.out)
@@ -139,8 +147,9 @@ def _simulate(args: argparse.Namespace) -> int:
         spec = RunSpec(trace=args.trace, **kw)
     prepared = prepare_trace(spec)
     _warn(never_placeable_warning(prepared[0]))
+    slurm = SlurmModel(speedup=args.slurm_speedup) if args.scheduler == "slurm" else None
     try:
-        out = run(spec, progress=not args.no_progress, trace=prepared)
+        out = run(spec, progress=not args.no_progress, trace=prepared, slurm=slurm)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"simulate interrupted: {spec.policy} on {spec.trace} did not "
                                 f"finish; nothing written") from None

@@ -168,6 +168,11 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
     c.add_argument("--soft-guarantee", action="store_true",
                    help="let victims come from inside their guarantee window (paper semantics; "
                         "default: never, as Slurm's PreemptExemptTime)")
+    c.add_argument("--net-after", type=_positive, default=10.0,
+                   help="wall seconds an HP job may pend before it moves to QOS hp-net, the only "
+                        "one Slurm preempts for: Slurm's preemption as a late safety net (10)")
+    c.add_argument("--no-net", action="store_true",
+                   help="never hand an HP job to Slurm's preemption")
     c.add_argument("--dry-run", action="store_true", help="decide and log, never act")
     c.add_argument("--ckpt-dir", type=Path, default=None,
                    help="the payloads' state folder: requeue a victim as soon as its checkpoint "
@@ -194,6 +199,16 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
     r.set_defaults(handler=_replay)
 
+    me = ssub.add_parser("measure", help="latencies of the live cluster (start, requeue, GrpTRES, "
+                         "Slurm's preemption, the controller's requeue) for the Slurm model")
+    _dir_arg(me)
+    me.add_argument("--repeats", type=int, default=3, help="samples per probe (3)")
+    me.add_argument("--probes", default=",".join(["start", "requeue", "grptres", "preempt",
+                                                   "controller"]),
+                    help="comma-separated subset of start,requeue,grptres,preempt,controller")
+    me.add_argument("--out", type=Path, required=True, help="folder for latencies.json and logs")
+    me.set_defaults(handler=_measure)
+
     m = ssub.add_parser("compare", help="real replay vs simulation, GFS vs plain QOS preemption")
     _dir_arg(m)
     m.add_argument("--trace", default="ref-toy", help="trace source (default ref-toy)")
@@ -203,6 +218,11 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
                    help="reuse replays from this folder (<policy>/summary.json) instead of "
                         "running them on the live cluster")
     m.add_argument("--out", type=Path, required=True, help="folder for both sides and the table")
+    m.add_argument("--latencies", type=Path, default=None,
+                   help="latencies.json of `gfs-opt slurm measure` for the simulator's Slurm "
+                        "model (default: the values measured on the project's machine)")
+    m.add_argument("--no-slurm-model", action="store_true",
+                   help="skip the simulation with the Slurm scheduling model")
     m.set_defaults(handler=_compare)
 
 
@@ -224,9 +244,14 @@ def _replay_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true", help="controller victims by the MILP")
     p.add_argument("--soft-guarantee", action="store_true",
                    help="controller may evict inside guarantee windows")
-    p.add_argument("--exempt-margin", type=float, default=0.0,
+    p.add_argument("--exempt-margin", type=float, default=None,
                    help="with --policy gfs: wall seconds added to PreemptExemptTime so the "
-                        "controller's PTS victims come before Slurm's own (default 0)")
+                        "controller's PTS victims come before Slurm's own (default 5, sized from "
+                        "`slurm measure`: the controller requeues 0.5–1.5 s after a window ends)")
+    p.add_argument("--net-after", type=float, default=None,
+                   help="with --policy gfs: wall seconds an HP job may pend before the controller "
+                        "hands it to Slurm's own preemption (QOS hp-net; default 10; negative: "
+                        "never)")
 
 
 def _spec(args: argparse.Namespace):
@@ -260,12 +285,15 @@ def _plan(args: argparse.Namespace, source: str, spec):
 
 
 def _replay_config(args: argparse.Namespace, policy: str):
-    from gfs_opt.slurm.replay import ReplayConfig
+    from gfs_opt.slurm.replay import DEFAULT_EXEMPT_MARGIN_S, DEFAULT_NET_AFTER_S, ReplayConfig
 
     return ReplayConfig(policy=policy, speedup=args.speedup, drain_s=args.drain,
                         forecaster=args.forecaster, refresh_s=args.refresh, poll_s=args.poll,
                         exact=args.exact, protect_windows=not args.soft_guarantee, rho=args.rho,
-                        exempt_margin_s=args.exempt_margin)
+                        exempt_margin_s=(DEFAULT_EXEMPT_MARGIN_S if args.exempt_margin is None
+                                         else args.exempt_margin),
+                        net_after_s=(DEFAULT_NET_AFTER_S if args.net_after is None else
+                                     None if args.net_after < 0 else args.net_after))
 
 
 def _controller(args: argparse.Namespace) -> int:
@@ -284,11 +312,25 @@ def _controller(args: argparse.Namespace) -> int:
         refresh_s=args.refresh, poll_s=args.poll, forecaster=args.forecaster, rho=args.rho,
         exact=args.exact, time_limit=args.time_limit, protect_windows=not args.soft_guarantee,
         dry_run=args.dry_run, duration_s=args.duration, origin=origin, history=args.history,
-        clock_file=args.clock, log=args.log, ckpt_dir=args.ckpt_dir, ckpt_wait_s=args.ckpt_wait)
+        clock_file=args.clock, log=args.log, ckpt_dir=args.ckpt_dir, ckpt_wait_s=args.ckpt_wait,
+        net_after_s=None if args.no_net else args.net_after)
     if args.clock is not None and args.t0 is None:
         raise GfsError("--clock needs --t0 (the trace time the replay starts at)")
     counts = Controller(_spec(args), cfg, echo=not args.quiet).run()
     print(f"controller stopped: {counts}", file=sys.stderr)
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from gfs_opt.slurm.measure import measure
+
+    probes = tuple(p.strip() for p in args.probes.split(",") if p.strip())
+    res = measure(_spec(args), args.out, repeats=args.repeats, probes=probes)
+    for name in [k for k in res if k != "cluster"]:
+        r = res[name]
+        print(f"{name:<19} mean {r['mean']:6.2f} s  min {r['min']:6.2f}  max {r['max']:6.2f}  "
+              f"(n={r['n']})")
+    print(f"wrote {args.out / 'latencies.json'}")
     return 0
 
 
@@ -298,7 +340,8 @@ def _print_replay(summary: dict) -> None:
     print(format_summary(summary))
     keys = ["jobs_planned", "jobs_done", "jobs_running_at_end", "jobs_pending_at_end",
             "jobs_conserved", "hp_evictions", "lp_evictions_in_exempt_window",
-            "evictions_by_slurm", "evictions_by_controller", "spot_starts_over_limit"]
+            "evictions_by_slurm", "evictions_by_controller", "lp_evictions_by_controller",
+            "lp_evictions_by_slurm", "lp_evictions_controller_pct", "spot_starts_over_limit"]
     print("  checks  " + ", ".join(f"{k}={summary[k]}" for k in keys if k in summary))
     t = summary.get("timings", {})
     print("  timings " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
@@ -327,6 +370,7 @@ def _compare(args: argparse.Namespace) -> int:
         markdown,
         real_folder,
         simulate,
+        slurm_model,
         table,
     )
     from gfs_opt.slurm.layout import ClusterSpec
@@ -347,6 +391,7 @@ def _compare(args: argparse.Namespace) -> int:
         spec = _spec(args)
     plan = _plan(args, args.trace, spec)
     sides: dict[str, tuple[Side, Side]] = {}
+    modelled: dict[str, Side] = {}
     for pol in policies:
         if args.real is not None:
             real = load_side(real_folder(args.real, pol))
@@ -358,7 +403,11 @@ def _compare(args: argparse.Namespace) -> int:
         sim = simulate(plan, pol, args.out / pol / "sim", spec.classes, args.forecaster,
                        args.refresh, args.rho, args.drain)
         sides[pol] = (real, sim)
-    df = table(sides)
+        if not args.no_slurm_model:
+            modelled[pol] = simulate(plan, pol, args.out / pol / "sim-slurm", spec.classes,
+                                     args.forecaster, args.refresh, args.rho, args.drain,
+                                     slurm=slurm_model(args.speedup, args.latencies))
+    df = table(sides, modelled)
     print(plan.describe() + f", ×{args.speedup:g}")
     print(format_table(df))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from gfs_opt.policies import make_policy
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import RoundHook, SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
+from gfs_opt.sim.slurm_model import SlurmModel
 from gfs_opt.traces.base import Trace, parse_time
 from gfs_opt.traces.load import load_trace
 from gfs_opt.traces.placeable import never_placeable_counts
@@ -164,13 +165,15 @@ def assign_guarantee_classes(trace: Trace, classes: tuple[float, ...], seed: int
 
 
 def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float] | None = None,
-        desc: str | None = None, on_round: RoundHook | None = None) -> RunOutput:
-    """Simulate ``spec``; ``on_round`` is installed as `Simulator.on_round` (e.g. a tracer)."""
+        desc: str | None = None, on_round: RoundHook | None = None,
+        slurm: SlurmModel | None = None) -> RunOutput:
+    """Simulate ``spec``; ``on_round`` is installed as `Simulator.on_round` (e.g. a tracer);
+    ``slurm`` turns on the Slurm scheduling model (`gfs_opt.sim.slurm_model`, opt-in)."""
     trace_, lo, hi = trace or prepare_trace(spec)
     params = Params(**spec.params) if spec.params else Params()
     policy = make_policy(spec.policy, **spec.policy_options)
     cfg = SimConfig(eval_start=lo, eval_end=hi, drain_s=spec.drain_days * 86_400.0,
-                    check_invariants=spec.check_invariants)
+                    check_invariants=spec.check_invariants, slurm=slurm)
     sim = Simulator(trace_, policy, params, cfg)
     sim.on_round = on_round
     callback, bar = None, None
@@ -197,6 +200,8 @@ def run(spec: RunSpec, progress: bool = False, trace: tuple[Trace, float, float]
                     "cpu_s": res.cpu_s, "events_per_cpu_s": res.events / max(res.cpu_s, 1e-9),
                     "trace_notes": trace_.notes})
     summary.update(never_placeable_counts(trace_))
+    if slurm is not None:      # only then: default runs keep their summaries (and digests)
+        summary["scheduler"] = {"name": "slurm", **slurm.as_dict()}
     diagnostics = policy.diagnostics()
     summary.update(diagnostics)
     warnings: list[str] = []

@@ -43,13 +43,14 @@ from gfs_opt.sim.causes import EvictionCause, eviction_causes
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
 from gfs_opt.sim.recorder import Recorder
+from gfs_opt.sim.slurm_model import Reservation, SlurmModel, earliest_fit, fit_counts, worker_gpus
 from gfs_opt.traces.base import Trace
 
 DAY = 86_400.0
 HOUR = 3_600.0
 
-# event kinds, in the order they are handled at one instant
-_WINDOW, _COMPLETE = 0, 1
+# event kinds, in the order they are handled at one instant (the last two: Slurm model only)
+_WINDOW, _COMPLETE, _ELIGIBLE, _LIMIT = 0, 1, 2, 3
 
 
 def _same_placement(held: Placement, pl: Placement) -> bool:
@@ -91,6 +92,9 @@ class SimConfig:
     progress: bool = False
     requeue_cost_s: float = 120.0       # restart cost of a voluntary re-queue (Chronus leases)
     max_events: int | None = None
+    #: opt-in: Slurm decides which pending jobs start and where (`gfs_opt.sim.slurm_model`);
+    #: None (the default) leaves the policy's placements and every result as they were
+    slurm: SlurmModel | None = None
 
 
 @dataclass
@@ -194,6 +198,11 @@ class Simulator:
         self.on_round: RoundHook | None = None
         self.on_decision: DecisionHook | None = None
         self.stop_requested = False
+        self.slurm = self.cfg.slurm
+        #: GrpTRES in force per (pool, class h), GPUs (None: no limit was ever set) and the
+        #: limits on their way to slurmctld (they land in order, one `_LIMIT` event each)
+        self.slurm_limits: dict[tuple[str, float], int] | None = None
+        self._limits_in_flight: deque[dict[tuple[str, float], int]] = deque()
         self.policy.reset(self.state, self.params, trace.origin)
 
     # ---- event plumbing -------------------------------------------------------------------
@@ -326,7 +335,17 @@ class Simulator:
             self._c1d[n] += 1
         self._counts_moved = True
         r.run_id += 1
-        self._enqueue(r, t)
+        if self.slurm is not None:
+            self._delay(r, t, "requeued", self.slurm.requeue_delay_s)
+        else:
+            self._enqueue(r, t)
+
+    def _delay(self, r: JobRun, t: float, status: str, delay_s: float) -> None:
+        """Slurm model: the job waits ``delay_s`` before the scheduler may start it; its queue
+        time runs from ``t``."""
+        r.status = status
+        r.queued_since = t
+        self._push(t + delay_s, _ELIGIBLE, r.job.id, r.run_id)
 
     # ---- policy round -----------------------------------------------------------------------
     def _refresh_inputs(self, t: float) -> None:
@@ -402,6 +421,8 @@ class Simulator:
             # the policy knows its answer is an empty decision: a pass that changed nothing
             self.passes += 1
             self.kept_plans += 1
+            if self.slurm is not None:
+                self._slurm_pass(t)
             if self.cfg.check_invariants:
                 self.check_invariants(t)
             self.dirty.clear()
@@ -410,7 +431,8 @@ class Simulator:
         planned = False
         try:
             decision = self.policy.decide(rnd)
-            planned = self._is_plan(decision)
+            # with Slurm starting the jobs, the policy's placements are only its wishes
+            planned = self.slurm is None and self._is_plan(decision)
         finally:
             if not planned:
                 self.state.rollback()
@@ -420,6 +442,8 @@ class Simulator:
         if self.on_decision is not None:
             self.on_decision(rnd, decision)
         self._apply(decision, t, planned)
+        if self.slurm is not None:
+            self._slurm_pass(t)
         self.dirty.clear()
 
     def _is_plan(self, d: Decision) -> bool:
@@ -459,6 +483,8 @@ class Simulator:
             self.quotas.clear()
             self.quotas.update(d.quotas)
             self.recorder.quota(t, self.quotas)
+            if self.slurm is not None:
+                self._set_limits(t)
         if d.reserves is not None:
             self.reserves.clear()
             self.reserves.update(d.reserves)
@@ -489,7 +515,7 @@ class Simulator:
             if r is None or r.status != "running":
                 raise InvalidDecision(f"re-queued job {jid} is not running")
             self._evict(r, t, voluntary=True, planned=planned)
-        for jid, placement in d.placements.items():
+        for jid, placement in d.placements.items() if self.slurm is None else ():
             r = self.runs.get(jid)
             if r is None or r.status != "pending":
                 raise InvalidDecision(f"placed job {jid} is not pending")
@@ -553,6 +579,8 @@ class Simulator:
                 problems.append(f"job {jid} runs with a partial gang")
         # job conservation: every arrived job is queued, running or done, exactly once
         queued = len(self.hp_q) + len(self.lp_q)
+        if self.slurm is not None:     # submitted or requeued, not yet seen by the scheduler
+            queued += sum(r.status in ("submitted", "requeued") for r in self.runs.values())
         if self.next_arrival != queued + len(self.running) + self.finished:
             problems.append(f"{self.next_arrival} jobs arrived but {queued} are queued, "
                             f"{len(self.running)} running and {self.finished} done")
@@ -605,6 +633,9 @@ class Simulator:
             # completions and window ends at t
             while heap and heap[0][0] <= t:
                 _te, kind, _s, jid, run_id = heapq.heappop(heap)
+                if kind >= _ELIGIBLE:
+                    self._slurm_event(kind, jid, run_id)
+                    continue
                 r = self.runs[jid]
                 if r.run_id != run_id or r.status != "running":
                     continue
@@ -616,7 +647,10 @@ class Simulator:
             while submits[self.next_arrival] <= t:
                 r = self.runs[self.arrivals[self.next_arrival]]
                 self.next_arrival += 1
-                self._enqueue(r, t)
+                if self.slurm is not None:
+                    self._delay(r, t, "submitted", self.slurm.start_latency_s)
+                else:
+                    self._enqueue(r, t)
             quota_due = t == next_refresh
             if quota_due:
                 self._refresh_inputs(t)
@@ -633,6 +667,128 @@ class Simulator:
         self.recorder.finish(t, self.runs.values())
         return SimResult(self.recorder, time.perf_counter() - t0, self.events, self.passes,
                          self.policy.name, self.policy.options(), time.process_time() - c0)
+
+    # ---- Slurm model (opt-in, `SimConfig.slurm`) --------------------------------------------
+    def _slurm_event(self, kind: int, jid: int, run_id: int) -> None:
+        if kind == _LIMIT:
+            self.slurm_limits = self._limits_in_flight.popleft()
+            self.dirty.update(self.state.pools)
+            return
+        r = self.runs[jid]
+        if r.run_id == run_id and r.status in ("submitted", "requeued"):
+            self._enqueue(r, r.queued_since)
+
+    def _set_limits(self, t: float) -> None:
+        """The quota as the controller sets it: GrpTRES of class c = Q_c minus the GPUs LP jobs
+        of the other classes hold; it reaches slurmctld ``quota_delay`` later (the first one is
+        set before any job arrives, as the controller's warm-up does)."""
+        assert self.slurm is not None
+        held: dict[tuple[str, float], int] = {}
+        for rj in self.running.values():
+            if not rj.job.is_hp:
+                key = (rj.job.pool, rj.job.guarantee_h)
+                held[key] = held.get(key, 0) + worker_gpus(rj.job) * rj.job.workers
+        limits = {}
+        for (pool, d), q in self.quotas.items():
+            others = sum(g for (p, c), g in held.items() if p == pool and c != d)
+            limits[(pool, d)] = max(0, q // MILLI - others)
+        if self.slurm_limits is None:
+            self.slurm_limits = limits
+            return
+        self._limits_in_flight.append(limits)
+        self._push(t + self.slurm.quota_delay_s, _LIMIT, -1, 0)
+
+    def _slurm_pass(self, t: float) -> None:
+        """Slurm's main loop then backfill (`gfs_opt.sim.slurm_model`) over the pending jobs."""
+        m = self.slurm
+        assert m is not None
+        if not self.queued_since:
+            return
+        st = self.state
+        qs = self.queued_since
+        order = sorted(qs, key=lambda j: (not self.jobs[j].is_hp, qs[j], j))
+        limits = self.slurm_limits or {}
+        lp_held: dict[tuple[str, float], int] = {}
+        for rj in self.running.values():
+            if not rj.job.is_hp:
+                key = (rj.job.pool, rj.job.guarantee_h)
+                lp_held[key] = lp_held.get(key, 0) + worker_gpus(rj.job) * rj.job.workers
+        free: dict[int, list[int]] = {}
+        pool_nodes: dict[str, list[int]] = {}
+        for pool in st.pools:
+            a, b = st.pool_slice(pool)
+            pool_nodes[pool] = list(range(a, b))
+            for n in range(a, b):
+                base = int(st.node_first_gpu[n])
+                free[n] = [k for k in range(int(st.node_gpus[n])) if st.gpu_used[base + k] == 0]
+
+        def held_back(job: Job) -> bool:
+            if job.is_hp:
+                return False
+            lim = limits.get((job.pool, job.guarantee_h))
+            return lim is not None and lp_held.get((job.pool, job.guarantee_h), 0) + \
+                worker_gpus(job) * job.workers > lim
+
+        def start(job: Job, fit: dict[int, int]) -> None:
+            g = worker_gpus(job)
+            placement = []
+            for n, k in sorted(fit.items()):
+                for _ in range(k):
+                    gpus, free[n] = free[n][:g], free[n][g:]
+                    placement.append((n, tuple(gpus)))
+            self._start(self.runs[job.id], t, tuple(placement))
+            if not job.is_hp:
+                key = (job.pool, job.guarantee_h)
+                lp_held[key] = lp_held.get(key, 0) + g * job.workers
+
+        def counts(pool: str) -> dict[int, int]:
+            return {n: len(free[n]) for n in pool_nodes[pool]}
+
+        blocked: set[str] = set()
+        left: list[int] = []
+        for jid in order:                                   # the main loop
+            job = self.jobs[jid]
+            if held_back(job):
+                continue
+            if job.pool in blocked:
+                left.append(jid)
+                continue
+            fit = fit_counts(counts(job.pool), worker_gpus(job), job.workers)
+            if fit is not None:
+                start(job, fit)
+            else:
+                left.append(jid)
+                if m.hol_stop:
+                    blocked.add(job.pool)
+        if not m.backfill or not left:
+            return
+        releases: dict[str, list[tuple[float, int, int]]] = {p: [] for p in st.pools}
+        for rj in self.running.values():
+            end = rj.start + m.time_limit(rj.job, self.params)
+            per_node: dict[int, int] = {}
+            for n, gpus in rj.placement:
+                per_node[n] = per_node.get(n, 0) + len(gpus)
+            for n, k in per_node.items():
+                releases[rj.job.pool].append((end, n, k))
+        reservations: dict[str, list[Reservation]] = {p: [] for p in st.pools}
+        for jid in left[:m.bf_max_job_test]:
+            job = self.jobs[jid]
+            if held_back(job):
+                continue
+            length = m.time_limit(job, self.params)
+            g = worker_gpus(job)
+            found = earliest_fit(t, counts(job.pool), releases[job.pool],
+                                 reservations[job.pool], g, job.workers, length)
+            if found is None:
+                continue
+            when, fit = found
+            if when <= t:
+                start(job, fit)
+                for n, k in fit.items():
+                    releases[job.pool].append((t + length, n, k * g))
+            else:
+                reservations[job.pool].append(
+                    Reservation(when, when + length, {n: k * g for n, k in fit.items()}))
 
     def _stuck(self) -> bool:
         """Nothing runs and nothing will arrive: no state change can start a pending job

@@ -14,5 +14,7 @@ Modules, one job each:
 * `payload`    — the `sleep` job itself (checkpoints, restart overhead, run log)
 * `replay`     — submit a plan at compressed times and collect per-job outcomes
 * `outcomes`   — run logs + sacct → the same tables and summary as `gfs-opt simulate`
-* `compare`    — real vs simulated, GFS vs plain Slurm QOS preemption
+* `compare`    — real vs simulated (with and without the simulator's Slurm model), GFS vs
+                 plain Slurm QOS preemption
+* `measure`    — the live cluster's latencies the Slurm model and the exempt margin are sized from
 """

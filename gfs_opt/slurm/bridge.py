@@ -237,14 +237,15 @@ class SlurmQOSPolicy(ComposedPolicy):
 SIM_POLICIES: dict[str, type[ComposedPolicy]] = {"gfs-slurm": SlurmGFSPolicy, "slurm-qos": SlurmQOSPolicy}
 
 
-def run_simulation(spec: Any, trace: tuple[Trace, float, float]) -> Any:
+def run_simulation(spec: Any, trace: tuple[Trace, float, float], slurm: Any = None) -> Any:
     """`gfs_opt.experiments.runner.run` on a prepared trace, with the two policies above
-    registered for the duration of the call only (the global registry stays as it was)."""
+    registered for the duration of the call only (the global registry stays as it was);
+    ``slurm``: a `gfs_opt.sim.slurm_model.SlurmModel` (Slurm starts the jobs) or None."""
     added = [name for name in SIM_POLICIES if name not in POLICIES]
     for name in added:
         register_policy(name, SIM_POLICIES[name])
     try:
-        return run(spec, trace=trace)
+        return run(spec, trace=trace, slurm=slurm)
     finally:
         for name in added:
             POLICIES.pop(name, None)

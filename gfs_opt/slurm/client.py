@@ -116,5 +116,8 @@ class SlurmClient:
     def requeue(self, job_id: int, timeout_s: float = 10.0) -> None:
         self.run(["scontrol", "requeue", str(job_id)], timeout_s=timeout_s)
 
+    def set_job_qos(self, job_id: int, qos: str) -> None:
+        self.run(["scontrol", "update", f"jobid={job_id}", f"qos={qos}"], timeout_s=10.0)
+
     def cancel_all(self) -> None:
         self.run(["scancel", "--partition=gpu"], check=False)

@@ -4,12 +4,13 @@ Order: munged → MariaDB (private datadir, 127.0.0.1) → slurmdbd → slurmctl
 emulated node; then the QOS (`hp` preempts every spot QOS; one spot QOS per guarantee class with
 its PreemptExemptTime). `up` is idempotent: a running cluster with the same spec is left alone
 (only the exempt times follow a new ``--speedup``); another spec is torn down and rebuilt.
-`down` cancels jobs and stops the daemons by recorded PID (TERM, KILL after 10 s).
+`down` cancels jobs and stops the daemons by recorded PID (TERM, KILL after 10 s), stage by
+stage, and returns only when every thread of every daemon it started (and every job process they
+spawned) has exited — or raises naming the survivors.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
@@ -25,6 +26,7 @@ from gfs_opt.slurm import procs
 from gfs_opt.slurm.client import SlurmClient
 from gfs_opt.slurm.layout import (
     HP_QOS,
+    NET_QOS,
     SPEC_FILE,
     ClusterSpec,
     hms,
@@ -242,8 +244,15 @@ def _state_list(node: dict) -> list[str]:
     return [str(st).upper(), *(str(f).upper() for f in flags)]
 
 
-def configure_qos(client: SlurmClient, spec: ClusterSpec) -> None:
-    """Create or update QOS `hp` and one spot QOS per class (exempt time = class / K)."""
+def configure_qos(client: SlurmClient, spec: ClusterSpec, hp_preempts: bool = True) -> None:
+    """Create or update QOS `hp`, `hp-net` and one spot QOS per class (exempt time = class / K).
+
+    ``hp_preempts``: Slurm preempts spot jobs for every HP job (plain QOS preemption). Off (GFS
+    on), `hp` preempts nothing and only `hp-net` does — the QOS the controller moves an HP job
+    into once it has waited past its safety-net delay — so every eviction the controller can
+    make is the controller's: Slurm's scheduler would otherwise preempt on the HP job's
+    submission, before any poll could see it (docs/slurm-model.md, "who evicts").
+    """
     have = {q["name"] for q in client.qos_table()}
     for d, name in zip(spec.classes, spec.spot_qos, strict=True):
         settings = {"Priority": "10", "PreemptMode": "requeue",
@@ -253,10 +262,11 @@ def configure_qos(client: SlurmClient, spec: ClusterSpec) -> None:
         else:
             client.set_qos(name, **settings)
     preempt = ",".join(spec.spot_qos)
-    if HP_QOS not in have:
-        client.sacctmgr("add", "qos", HP_QOS, "Priority=1000", f"Preempt={preempt}")
-    else:
-        client.set_qos(HP_QOS, Priority="1000", Preempt=preempt)
+    for name, target in ((HP_QOS, preempt if hp_preempts else ""), (NET_QOS, preempt)):
+        if name not in have:
+            client.sacctmgr("add", "qos", name, "Priority=1000")
+        # an empty value clears the list (sacctmgr's `Preempt=''`)
+        client.set_qos(name, Priority="1000", Preempt=target)
 
 
 def ensure_accounts(client: SlurmClient, spec: ClusterSpec, accounts: list[str],
@@ -266,7 +276,7 @@ def ensure_accounts(client: SlurmClient, spec: ClusterSpec, accounts: list[str],
     new = [a for a in accounts if a not in have]
     if new:
         client.sacctmgr("add", "account", ",".join(new), f"Cluster={spec.cluster}")
-    qos = ",".join(["normal", HP_QOS, *spec.spot_qos])
+    qos = ",".join(["normal", HP_QOS, NET_QOS, *spec.spot_qos])
     rc, out, err = client.run_full(["sacctmgr", "-i", "add", "user", user,
                                     f"Account={','.join(accounts)}", f"Cluster={spec.cluster}"],
                                    check=False)
@@ -345,17 +355,27 @@ def down(folder: Path, log: Callable[[str], None] = print, timeout_s: float = 10
         timings.timed("cancel", cancel)
     outcome: dict[str, str] = {}
 
-    def stop_all() -> None:
+    def stop_daemons() -> None:
+        # one stage at a time (slurmd and slurmctld before their database), each stage waited
+        # for in full, so `down && up` never meets a daemon of this cluster still shutting down
         for name in STOP_ORDER:
-            for r in [r for r in recs if r.name == name]:
-                outcome[f"{name}[{r.pid}]"] = procs.stop(r, timeout_s)
-    timings.timed("stop", stop_all)
-    stray = procs.strays(f"{DAEMON_MARK}={folder}", {r.pid for r in recs})
-    for pid in stray:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, 15)
-    if stray:
-        log(f"stopped {len(stray)} leftover job process(es) of this cluster: {stray}")
+            group = [r for r in recs if r.name == name]
+            for r, how in zip(group, procs.stop_all(group, timeout_s), strict=True):
+                outcome[f"{name}[{r.pid}]"] = how
+    timings.timed("stop", stop_daemons)
+
+    def stop_strays() -> None:
+        # job steps and payloads our slurmd started carry the cluster's marker in their
+        # environment; recorded now (PID + start time) so a reused PID is never signalled
+        found = [procs.pid_record(pid, "job process")
+                 for pid in procs.strays(f"{DAEMON_MARK}={folder}", {r.pid for r in recs})]
+        stray = [r for r in found if r is not None]
+        if stray:
+            for r, how in zip(stray, procs.stop_all(stray, timeout_s), strict=True):
+                outcome[f"job process[{r.pid}]"] = how
+            log(f"stopped {len(stray)} leftover job process(es) of this cluster: "
+                f"{[r.pid for r in stray]}")
+    timings.timed("strays", stop_strays)
     if recs:
         procs.save(folder, [r for r in recs if procs.alive(r)])
         if not [r for r in recs if procs.alive(r)]:
@@ -363,7 +383,8 @@ def down(folder: Path, log: Callable[[str], None] = print, timeout_s: float = 10
             (folder / SPEC_FILE).unlink(missing_ok=True)
     left = [k for k, v in outcome.items() if v == "still running"]
     if left:
-        raise GfsError(f"could not stop {', '.join(left)}")
+        raise GfsError(f"could not stop {', '.join(left)} (TERM, then KILL after "
+                       f"{timeout_s:g} s): see `ps -p` for them; the PID record is kept")
     if not recs:
         log(f"no cluster recorded in {folder}")
     return timings

@@ -19,6 +19,7 @@ import pandas as pd
 
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.runner import RunSpec
+from gfs_opt.sim.slurm_model import SlurmModel
 from gfs_opt.slurm.bridge import run_simulation
 from gfs_opt.slurm.plan import ReplayPlan
 
@@ -77,9 +78,26 @@ def load_side(folder: Path) -> Side:
     return Side(summary, jobs)
 
 
+def slurm_model(speedup: float, latencies: Path | None = None) -> SlurmModel:
+    """The simulator's Slurm scheduling model for a replay at ×``speedup``: the measured
+    defaults, or the Slurm-side means of a `gfs-opt slurm measure` output."""
+    if latencies is None:
+        return SlurmModel(speedup=speedup)
+    try:
+        m = json.loads(latencies.read_text())
+        return SlurmModel(start_latency_wall_s=float(m["start_slurm"]["mean"]),
+                          requeue_delay_wall_s=float(m["requeue_slurm"]["mean"]),
+                          quota_delay_wall_s=float(m["grptres_slurm"]["mean"]), speedup=speedup)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise GfsError(f"--latencies {latencies}: not a `gfs-opt slurm measure` output "
+                       f"({exc})") from None
+
+
 def simulate(plan: ReplayPlan, policy: str, out: Path, classes: tuple[float, ...],
-             forecaster: str, refresh_s: float, rho: float, drain_s: float) -> Side:
-    """Simulate the plan with the model of the live system (`gfs_opt.slurm.bridge`)."""
+             forecaster: str, refresh_s: float, rho: float, drain_s: float,
+             slurm: SlurmModel | None = None) -> Side:
+    """Simulate the plan with the model of the live system (`gfs_opt.slurm.bridge`); with
+    ``slurm``, Slurm's own scheduling decides the starts (`gfs_opt.sim.slurm_model`)."""
     out.mkdir(parents=True, exist_ok=True)
     history = out / "history.csv"
     plan.history.to_csv(history, index=False)
@@ -90,7 +108,7 @@ def simulate(plan: ReplayPlan, policy: str, out: Path, classes: tuple[float, ...
                    window=(plan.t0, plan.t1), pools=(plan.pool,),
                    params={"rho": rho, "guarantee_classes": classes, "quota_refresh_s": refresh_s},
                    drain_days=drain_s / 86_400.0)
-    res = run_simulation(spec, (plan.trace, plan.t0, plan.t1))
+    res = run_simulation(spec, (plan.trace, plan.t0, plan.t1), slurm=slurm)
     res.write(out)
     return Side(res.summary, res.jobs)
 
@@ -103,7 +121,10 @@ def gap(real: float, sim: float) -> float:
     return (real - sim) / abs(sim)
 
 
-def table(sides: dict[str, tuple[Side, Side]]) -> pd.DataFrame:
+def table(sides: dict[str, tuple[Side, Side]],
+          modelled: dict[str, Side] | None = None) -> pd.DataFrame:
+    """Real vs simulated per metric and policy; with ``modelled`` (policy → the simulation with
+    the Slurm scheduling model) a second pair of columns ``sim+slurm`` and its gap."""
     rows = []
     for label, key in METRICS:
         row: dict[str, Any] = {"metric": label}
@@ -112,6 +133,10 @@ def table(sides: dict[str, tuple[Side, Side]]) -> pd.DataFrame:
             row[f"{pol} real"] = r
             row[f"{pol} sim"] = s
             row[f"{pol} gap %"] = 100.0 * gap(r, s)
+            if modelled and pol in modelled:
+                m = modelled[pol].value(key)
+                row[f"{pol} sim+slurm"] = m
+                row[f"{pol} gap+slurm %"] = 100.0 * gap(r, m)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -122,7 +147,7 @@ def format_table(df: pd.DataFrame) -> str:
             return v
         if math.isnan(v):
             return "–"
-        if col.endswith("gap %"):
+        if col.endswith("%") and "gap" in col:
             if math.isinf(v):
                 return "+∞ !"
             return f"{v:+.0f}{' !' if abs(v) > 100 * GAP_FLAG else ''}"

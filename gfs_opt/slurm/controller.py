@@ -27,11 +27,11 @@ from typing import Any
 import pandas as pd
 
 from gfs_opt.errors import GfsError
-from gfs_opt.model import MILLI, ClusterState, Params, PoolStatus
+from gfs_opt.model import MILLI, ClusterState, JobClass, Params, PoolStatus
 from gfs_opt.slurm.bridge import GfsBrain
 from gfs_opt.slurm.client import SlurmClient, SlurmError
 from gfs_opt.slurm.clock import TraceClock
-from gfs_opt.slurm.layout import ClusterSpec, spot_qos
+from gfs_opt.slurm.layout import HP_QOS, NET_QOS, ClusterSpec, spot_qos
 from gfs_opt.slurm.live import (
     LiveJob,
     WindowTracker,
@@ -66,6 +66,11 @@ class ControllerConfig:
     # full wait.
     ckpt_wait_s: float = 3.0
     ckpt_dir: Path | None = None
+    # Slurm's preemption as a late safety net: an HP job still pending this many wall seconds
+    # after its submission moves to QOS hp-net, the only one that preempts (None: never). Sized
+    # from measured latencies (docs/slurm-model.md): poll 1 s + decision and requeue 0.5 s +
+    # the victim's GPUs freed and the HP job started 1–2 s, doubled for a loaded host.
+    net_after_s: float | None = 10.0
     duration_s: float | None = None    # wall seconds to run (None: until SIGTERM)
     origin: pd.Timestamp = ALIBABA_ORIGIN
     history: Path | None = None
@@ -118,7 +123,9 @@ class Controller:
         self.stop_requested = False
         self.clock: TraceClock | None = None
         self.brain: GfsBrain | None = None
-        self.counts = {"polls": 0, "refreshes": 0, "requeues": 0, "quota_sets": 0}
+        self.counts = {"polls": 0, "refreshes": 0, "requeues": 0, "quota_sets": 0,
+                       "escalations": 0}
+        self.escalated: set[int] = set()
 
     # ---- set-up ----------------------------------------------------------------------------
     def params(self, t_start: float) -> Params:
@@ -175,7 +182,7 @@ class Controller:
         self.tracker.update(jobs, clock)
         usage: dict[tuple[str, str], float] = {}
         for j in jobs:
-            if j.running and j.qos == "hp":
+            if j.running and j.cls is JobClass.HP:
                 key = (self.cfg.pool, j.account)
                 usage[key] = usage.get(key, 0.0) + j.gpus
         while t >= self.next_hour:
@@ -199,6 +206,30 @@ class Controller:
             while self.next_refresh <= t:
                 self.next_refresh += self.cfg.refresh_s
         self.preempt(jobs)
+        self.escalate(jobs)
+
+    def escalate(self, jobs: list[LiveJob]) -> None:
+        """Hand HP jobs the controller could not start in time to Slurm's own preemption."""
+        if self.cfg.net_after_s is None:
+            return
+        now = time.time()
+        for j in jobs:
+            if j.state != "PENDING" or j.qos != HP_QOS or j.job_id in self.escalated or \
+                    now - j.submit < self.cfg.net_after_s:
+                continue
+            self.escalated.add(j.job_id)
+            if not self.cfg.dry_run:
+                try:
+                    self.client.set_job_qos(j.job_id, NET_QOS)
+                except SlurmError as exc:
+                    self.log("error", f"could not move the HP job to {NET_QOS}: {exc}",
+                             job=j.job_id)
+                    continue
+                self.counts["escalations"] += 1
+            self.log("escalate", f"HP job pending {now - j.submit:.1f} s (> "
+                     f"{self.cfg.net_after_s:g} s, reason {j.reason}): QOS {NET_QOS}, Slurm's "
+                     "own preemption may now requeue spot jobs past their exempt time for it",
+                     job=j.job_id, account=j.account, gpus=j.gpus, dry_run=self.cfg.dry_run)
 
     def _view(self, jobs: list[LiveJob]):
         assert self.clock is not None
@@ -276,6 +307,7 @@ class Controller:
             return
         c1h, c1d = self.tracker.node_evictions(self.nodes, rnd.time)
         rnd = replace(rnd, node_evictions_1h=c1h, node_evictions_1d=c1d)
+        decided = time.time()
         plan = self.brain.victims(rnd, exact=self.cfg.exact, time_limit=self.cfg.time_limit,
                                   protect_windows=self.cfg.protect_windows)
         if not plan.victims:
@@ -285,6 +317,7 @@ class Controller:
             else {j.job_id: j for j in jobs}
         before = {j.job_id: j for j in jobs}
         hp_for = [h for h, pl in plan.placements.items() if h in rnd.pending_hp]
+        chosen = []
         for v in plan.victims:
             now_v, then_v = fresh.get(v), before.get(v)
             run = rnd.running.get(v)
@@ -293,6 +326,29 @@ class Controller:
                 self.log("skip", "victim changed since the decision (ended, restarted or "
                          "not a spot job): not requeued", job=v)
                 continue
+            chosen.append((v, now_v, then_v, run))
+        # every victim is signalled first and their checkpoints awaited together: the requeues
+        # land one checkpoint wait after the decision however many victims there are, well
+        # inside the exempt margin that holds Slurm's own preemption back
+        sent: dict[int, float] = {}
+        if not self.cfg.dry_run:
+            for v, _now_v, then_v, _run in chosen:
+                try:
+                    sent[v] = time.time()
+                    self.client.signal(v, self.cfg.ckpt_signal)
+                except SlurmError as exc:
+                    if not self._same_run(v, then_v):
+                        self.log("skip", f"Slurm requeued the victim first ({exc})", job=v)
+                        sent.pop(v)
+                        continue
+                    self.log("error", f"checkpoint signal failed, requeueing anyway: {exc}",
+                             job=v)
+            for v in self._await_checkpoints(sent):
+                self.log("warn", f"no checkpoint within {self.cfg.ckpt_wait_s:g} s of "
+                         "the signal: requeueing anyway", job=v)
+        for v, now_v, then_v, run in chosen:
+            if not self.cfg.dry_run and v not in sent:
+                continue
             in_window = run.in_window(rnd.time)
             reason = (f"HP job(s) {hp_for} pending for GPUs; {plan.method} PTS victim on "
                       f"{[self.nodes[n] for n, _ in run.placement]}: wasted work "
@@ -300,28 +356,30 @@ class Controller:
                       f"{'INSIDE' if in_window else 'past'} its {run.job.guarantee_h:g} h window")
             if not self.cfg.dry_run:
                 try:
-                    sent = time.time()
-                    self.client.signal(v, self.cfg.ckpt_signal)
-                    if not self._await_checkpoint(v, sent):
-                        self.log("warn", f"no checkpoint within {self.cfg.ckpt_wait_s:g} s of "
-                                 "the signal: requeueing anyway", job=v)
-                except SlurmError as exc:
-                    # Slurm's own preemption may have taken the job in the meantime
-                    if not self._same_run(v, then_v):
-                        self.log("skip", f"Slurm requeued the victim first ({exc})", job=v)
-                        continue
-                    self.log("error", f"checkpoint signal failed, requeueing anyway: {exc}",
-                             job=v)
-                try:
                     self.client.requeue(v)
                 except SlurmError as exc:
                     self.log("skip" if not self._same_run(v, then_v) else "error",
                              f"requeue failed: {exc}", job=v)
                     continue
                 self.counts["requeues"] += 1
+            # wall seconds from the end of the victim's window (Slurm's whole-second start +
+            # the compressed window) to this requeue: what the exempt margin must cover
+            assert self.clock is not None
+            window_end = now_v.start + run.job.guarantee_s / self.clock.speedup
             self.log("requeue", reason, job=v, account=now_v.account, qos=now_v.qos,
                      gpus=now_v.gpus, for_hp=hp_for, method=plan.method,
-                     fallback=plan.fallback, dry_run=self.cfg.dry_run)
+                     fallback=plan.fallback, dry_run=self.cfg.dry_run,
+                     decided_wall=round(decided, 3),
+                     after_window_s=round(time.time() - window_end, 3))
+
+    def _await_checkpoints(self, sent: dict[int, float]) -> list[int]:
+        """Wait for every signalled victim's checkpoint (until the last one's deadline); the
+        victims without one."""
+        missing = []
+        for v, t in sent.items():
+            if not self._await_checkpoint(v, t):
+                missing.append(v)
+        return missing
 
     def _await_checkpoint(self, job_id: int, sent: float) -> bool:
         """Wait for the victim's checkpoint: its payload rewrites ``<ckpt_dir>/<job>.ckpt`` on the

@@ -21,6 +21,10 @@ DEFAULT_DIR = Path("/tmp/gfs-opt-slurm")
 TEMPLATES = REPO_ROOT / "deploy" / "slurm"
 #: the QOS of HP jobs; spot QOS are named by `spot_qos`
 HP_QOS = "hp"
+#: the QOS the controller moves an HP job into when it has waited past the safety-net delay:
+#: with GFS on, only this QOS may preempt spot jobs (Slurm's preemption as a late safety net)
+NET_QOS = "hp-net"
+HP_QOSES = (HP_QOS, NET_QOS)
 SPEC_FILE = "cluster.json"
 
 

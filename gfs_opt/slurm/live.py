@@ -33,7 +33,7 @@ from gfs_opt.model import (
     RunningJob,
 )
 from gfs_opt.slurm.clock import TraceClock
-from gfs_opt.slurm.layout import HP_QOS
+from gfs_opt.slurm.layout import HP_QOSES
 
 _IDX = re.compile(r"IDX:([0-9,\-]+)")
 #: pending reasons under which an HP job waits for GPUs (and preemption could help)
@@ -99,7 +99,7 @@ class LiveJob:
 
     @property
     def cls(self) -> JobClass | None:
-        if self.qos == HP_QOS:
+        if self.qos in HP_QOSES:
             return JobClass.HP
         if guarantee_of(self.qos) is not None:
             return JobClass.LP

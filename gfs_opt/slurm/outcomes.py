@@ -133,6 +133,10 @@ def collect(plan: ReplayPlan, slurm_ids: dict[int, int], sacct: list[dict[str, A
     return out
 
 
+EVICTION_COLUMNS = ["job_id", "slurm_job_id", "cls", "run", "start", "end", "by",
+                    "inside_exempt_window"]
+
+
 @dataclass
 class RealRun:
     """What the real replay produced, in the simulator's shapes."""
@@ -140,6 +144,8 @@ class RealRun:
     recorder: Recorder
     jobs: pd.DataFrame
     checks: dict[str, Any]
+    #: one row per eviction: who made it (controller | slurm | unknown), when, inside the window?
+    evictions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVICTION_COLUMNS))
 
 
 def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock, cutoff: float,
@@ -155,6 +161,8 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
     exempt_evictions = 0
     launch_lag: list[float] = []
     evicted_by: Counter[str] = Counter()
+    lp_by: Counter[str] = Counter()
+    eviction_rows: list[tuple[Any, ...]] = []
     for o in outcomes:
         j = jobs.loc[o.trace_id]
         hp = j["cls"] == "HP"
@@ -166,7 +174,7 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
         lost = held = 0.0
         first_start = math.nan
         end = math.nan
-        for r in o.runs:
+        for k, r in enumerate(o.runs):
             if r.payload_start is not None and r.slurm_start is not None:
                 launch_lag.append(r.payload_start - r.slurm_start - 0.5)
             s = max(clock.trace(r.start), queued_since)
@@ -188,9 +196,12 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
                     ok += int(length // window)
                     failed += 1
                 lost += demand / MILLI * max(0.0, e - clock.trace(r.last_ckpt))
-                if r.slurm_start is not None and r.slurm_end is not None and not hp and (
-                        r.slurm_end - r.slurm_start < window / clock.speedup - 1e-9):
-                    exempt_evictions += 1
+                inside = bool(r.slurm_start is not None and r.slurm_end is not None and not hp and (
+                    r.slurm_end - r.slurm_start < window / clock.speedup - 1e-9))
+                exempt_evictions += inside
+                if not hp:
+                    lp_by[r.by] += 1
+                eviction_rows.append((o.trace_id, o.slurm_id, j["cls"], k, s, e, r.by, inside))
                 queued_since = e
             elif not hp:
                 ok += int(length // window)
@@ -221,6 +232,11 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
         "evictions_by_slurm": evicted_by.get("slurm", 0),
         "evictions_by_controller": evicted_by.get("controller", 0),
         "evictions_unattributed": evicted_by.get("unknown", 0),
+        "lp_evictions_by_controller": lp_by.get("controller", 0),
+        "lp_evictions_by_slurm": lp_by.get("slurm", 0),
+        "lp_evictions_unattributed": lp_by.get("unknown", 0),
+        "lp_evictions_controller_pct": (100.0 * lp_by.get("controller", 0) / sum(lp_by.values())
+                                        if sum(lp_by.values()) else math.nan),
         "launch_lag_mean_wall_s": float(np.mean(launch_lag)) if launch_lag else math.nan,
         "launch_lag_max_wall_s": float(np.max(launch_lag)) if launch_lag else math.nan,
     }
@@ -228,7 +244,7 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
                                 + checks["jobs_pending_at_end"] == checks["jobs_planned"])
     if quota_log is not None and not quota_log.empty:
         checks.update(quota_admissions(plan, outcomes, quota_log))
-    return RealRun(rec, rec.jobs, checks)
+    return RealRun(rec, rec.jobs, checks, pd.DataFrame(eviction_rows, columns=EVICTION_COLUMNS))
 
 
 def _sample(rec: Recorder, segments: list[tuple[float, float, bool, int]], lo: float, hi: float,

@@ -39,11 +39,31 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return rest[0], int(rest[19])
 
 
+def _threads_running(pid: int) -> bool:
+    """Whether any thread of ``pid`` has not exited. A daemon whose main thread returned shows
+    state Z for its leader while its other threads still shut down (slurmctld, slurmdbd and
+    mariadbd do, for seconds): judging by the leader alone declared them stopped too early."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    for task in tasks:
+        try:
+            raw = (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if raw[raw.rindex(")") + 2:].split()[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 def alive(rec: ProcRecord) -> bool:
     st = _stat(rec.pid)
     if st is None or st[1] != rec.start_ticks:
         return False
-    if st[0] == "Z":
+    if st[0] in ("Z", "X"):
+        if _threads_running(rec.pid):
+            return True
         _reap(rec.pid)
         return False
     return True
@@ -89,23 +109,39 @@ def start(name: str, argv: list[str], log: Path, env: dict[str, str],
 
 def stop(rec: ProcRecord, timeout_s: float = 10.0) -> str:
     """TERM, then KILL after ``timeout_s``; returns what happened."""
-    if not alive(rec):
-        return "not running"
-    os.kill(rec.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not alive(rec):
-            _reap(rec.pid)
-            return "stopped"
-        time.sleep(0.1)
-    if alive(rec):
-        os.kill(rec.pid, signal.SIGKILL)
-        time.sleep(0.2)
-    if alive(rec):
-        return "still running"
-    _reap(rec.pid)
-    return "killed"
+    return stop_all([rec], timeout_s)[0]
 
+
+def stop_all(recs: list[ProcRecord], timeout_s: float = 10.0, kill_wait_s: float = 5.0) -> list[str]:
+    """TERM every record at once, wait until each has exited (every thread), KILL the ones left
+    after ``timeout_s`` and wait ``kill_wait_s`` more. Returns, per record, "not running",
+    "stopped", "killed" or "still running" (only then did a process survive)."""
+    out = ["not running" if not alive(r) else "" for r in recs]
+    for r, o in zip(recs, out, strict=True):
+        if not o:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(r.pid, signal.SIGTERM)
+    for phase, wait_s, sig in (("stopped", timeout_s, signal.SIGKILL), ("killed", kill_wait_s, None)):
+        deadline = time.monotonic() + wait_s
+        while True:
+            for i, r in enumerate(recs):
+                if not out[i] and not alive(r):
+                    out[i] = phase
+            if all(out) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if sig is not None:
+            for i, r in enumerate(recs):
+                if not out[i]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(r.pid, sig)
+    return [o or "still running" for o in out]
+
+
+def pid_record(pid: int, name: str = "job") -> ProcRecord | None:
+    """A record for a PID seen now (None when it is already gone)."""
+    st = _stat(pid)
+    return None if st is None else ProcRecord(name, pid, st[1], ())
 
 
 def load(folder: Path) -> list[ProcRecord]:
@@ -141,6 +177,6 @@ def strays(marker: str, skip: set[int]) -> list[int]:
             continue
         if needle in env.split(b"\0"):
             st = _stat(int(entry.name))
-            if st is not None and st[0] != "Z":
+            if st is not None and (st[0] not in ("Z", "X") or _threads_running(int(entry.name))):
                 found.append(int(entry.name))
     return sorted(found)

@@ -37,6 +37,8 @@ from gfs_opt.slurm.outcomes import collect, real_summary, real_tables, to_record
 from gfs_opt.slurm.plan import ReplayPlan, account_of
 
 POLICIES = ("gfs", "slurm-qos")
+DEFAULT_EXEMPT_MARGIN_S = 5.0
+DEFAULT_NET_AFTER_S = 10.0
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED"}
 
 
@@ -53,7 +55,12 @@ class ReplayConfig:
     exact: bool = False
     protect_windows: bool = True
     rho: float = 0.9
-    exempt_margin_s: float = 0.0         # gfs only: the controller's head start on Slurm
+    # gfs only: wall seconds added to PreemptExemptTime, so at a window's end the controller
+    # (0.5–1.5 s after it, measured) acts before Slurm's safety net may (docs/slurm-model.md)
+    exempt_margin_s: float = DEFAULT_EXEMPT_MARGIN_S
+    # gfs only: an HP job the controller has not started after this many wall seconds moves to
+    # QOS hp-net, the only one Slurm preempts for (None: never)
+    net_after_s: float | None = DEFAULT_NET_AFTER_S
     controller_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -122,6 +129,8 @@ class ControllerProcess:
                 "--origin", str(plan.trace.origin), "--forecaster", cfg.forecaster,
                 "--refresh", f"{cfg.refresh_s:g}", "--poll", f"{cfg.poll_s:g}",
                 "--rho", f"{cfg.rho:g}", "--ckpt-dir", str(out / "runs"), *cfg.controller_args]
+        argv += (["--no-net"] if cfg.net_after_s is None
+                 else ["--net-after", f"{cfg.net_after_s:g}"])
         if cfg.exact:
             argv.append("--exact")
         if not cfg.protect_windows:
@@ -206,7 +215,9 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
     params = cfg.params(plan, spec.classes)
     t = time.perf_counter()
     margin = cfg.exempt_margin_s if cfg.policy == "gfs" else 0.0
-    configure_qos(client, replace(spec, speedup=cfg.speedup, exempt_margin_s=margin))
+    # with GFS on, Slurm preempts only for HP jobs the controller escalated to hp-net
+    configure_qos(client, replace(spec, speedup=cfg.speedup, exempt_margin_s=margin),
+                  hp_preempts=cfg.policy != "gfs")
     ensure_accounts(client, spec, plan.accounts)
     for q in spec.spot_qos:
         client.set_gpu_limit(q, None)
@@ -283,6 +294,7 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
             "speedup": cfg.speedup, "forecaster": cfg.forecaster if ctl else None,
             "exact": cfg.exact, "protect_windows": cfg.protect_windows,
             "exempt_margin_s": margin,
+            "net_after_s": cfg.net_after_s if ctl else None,
             "refresh_s": cfg.refresh_s, "poll_s": cfg.poll_s},
         "wall_s": timings["wall_s"], "events": 0, "events_per_s": 0.0,
         "trace_notes": plan.trace.notes, "submit_errors": errors,
@@ -324,5 +336,6 @@ def write_outputs(out: Path, plan: ReplayPlan, cfg: ReplayConfig, real: Any,
                    window=(plan.t0, plan.t1), pools=(plan.pool,),
                    params={"rho": cfg.rho, "quota_refresh_s": cfg.refresh_s})
     RunOutput(spec, summary, pc, pp, ts, real.jobs, quotas, summary["wall_s"], 0).write(out)
+    real.evictions.to_csv(out / "evictions.csv", index=False)
     pd.DataFrame(sorted(slurm_ids.items()), columns=["job_id", "slurm_job_id"]).to_csv(
         out / "slurm_jobs.csv", index=False)
