@@ -226,9 +226,11 @@ def _pct(x: float) -> str:
     return "n/a" if pd.isna(x) else f"{100 * x:+.1f}%"
 
 
-def plot(results: dict[str, dict[str, RunOutput]], out: Path) -> list[Path]:
+def plot(results: dict[str, dict[str, RunOutput]], out: Path,
+         feedback: bool = True) -> list[Path]:
     """CDF of LP JQT, allocation over time, eviction rate by pool (one PNG each, per load), and
-    per policy with a spot quota its η, quota and eviction rate over time (`feedback_plot`)."""
+    with ``feedback`` per policy with a spot quota its η, quota and eviction rate over time
+    (`feedback_plot`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -279,7 +281,7 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path) -> list[Path]:
 
         # why each quota moved (policies with a spot quota only)
         for pol, o in by_pol.items():
-            if o.feedback is not None and len(o.feedback):
+            if feedback and o.feedback is not None and len(o.feedback):
                 written.append(save_feedback_plot(
                     o.feedback, float(o.summary["window"][0]),
                     f"{pol}, {load} load: η, quota and eviction rate",

@@ -86,18 +86,20 @@ def make_figures(res: ReproResults, folder: Path) -> dict[str, Path]:
     out: dict[str, Path] = {}
     grid = res.group("grid")
     if grid:
-        for p in compare_plot(grid, folder):
+        for p in compare_plot(grid, folder, feedback=False):
             out[p.stem] = p
         table = run_table(res.summaries()["grid"])
         out["headline_bars"] = figs.headline_bars(table, folder / "headline_bars.png",
                                                   f"{res.config.setup}: LP eviction and LP JQT")
     abl = res.group("ablations")
     if abl:
-        for p in compare_plot({f"ablations-{k}": v for k, v in abl.items()}, folder):
+        for p in compare_plot({f"ablations-{k}": v for k, v in abl.items()}, folder,
+                             feedback=False):
             out[p.stem] = p
     full = res.group("full")
     if full:
-        for p in compare_plot({f"full-{k}": v for k, v in full.items()}, folder):
+        for p in compare_plot({f"full-{k}": v for k, v in full.items()}, folder,
+                             feedback=False):
             out[p.stem] = p
     for key, trace in sorted(res.quota_traces.items()):
         setup, load, pol = key.split("/")
