@@ -87,6 +87,7 @@ class Block:
     classes: list[GpuClass]
     restricted: bool
     n_pairs: int                                    # (type, node) pairs before any restriction
+    writer: MilpWriter | None = None                # what it added (`MilpWriter.satisfied`)
 
 
 class DecodeError(RuntimeError):
@@ -177,6 +178,8 @@ def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t:
     """Nodes that can host a worker of type t, cheapest first; cut to ``k_limit + w`` (+ ``keep``).
     ``memo`` keeps each node's whole-GPU costs for the next type of the same round."""
     _pool, g, w = t
+    if not k_limit:
+        return hosts(pool_nodes, classes, g)
     memo = {} if memo is None else memo
     scored: list[tuple[float, int]] = []
     for n in pool_nodes:
@@ -202,6 +205,23 @@ def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t:
         return [n for _, n in scored]
     top = {n for _, n in scored[: k_limit + w]}
     return [n for _, n in scored if n in top or n in keep]
+
+
+def hosts(pool_nodes: range, classes: Mapping[int, list[GpuClass]], g: int) -> list[int]:
+    """Nodes that can host a worker of ``g`` milli, in node order: `candidate_nodes` without a
+    cut, which needs no costs (the order of a row's terms does not reach the solver: MathOpt
+    exports the matrix sorted)."""
+    out: list[int] = []
+    if g >= MILLI:
+        k = gpus_per_worker(g)
+        for n in pool_nodes:
+            if sum(len(cl.gpus) for cl in classes[n] if cl.fixed == 0) >= k:
+                out.append(n)
+    else:
+        for n in pool_nodes:
+            if any(MILLI - cl.fixed >= g for cl in classes[n]):
+                out.append(n)
+    return out
 
 
 def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: bool, protect: bool,
@@ -341,7 +361,7 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                         for e, qs in cl_slots]
         cl.rest = None if cl_rest is None else var[cl_rest]
     return Block(types, {j: var[h] for j, h in u.items()}, {k: var[h] for k, h in y.items()},
-                 {j: var[h] for j, h in z.items()}, used_classes, bool(k_limit), n_pairs)
+                 {j: var[h] for j, h in z.items()}, used_classes, bool(k_limit), n_pairs, w)
 
 
 def decode_block(rnd: Round, b: Block, value: Mapping[mathopt.Variable, float]
