@@ -116,8 +116,9 @@ class MilpWriter:
         if store is None:
             out = self._one_by_one()
         else:
-            get = self.model.get_variable
-            out = [get(i, validate=False) for i in self._bulk(store)]
+            # what `Model.get_variable(i, validate=False)` returns, without its call per variable
+            var, elem = mathopt.Variable, store
+            out = [var(elem, i) for i in self._bulk(store)]
         self._ids = [v.id for v in out]
         return out
 

@@ -153,8 +153,9 @@ def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[
             (used_all[gi - g0], tuple(per_gpu.get(gi, ()))), []).append(gi - first[n - lo])
     out: dict[int, list[GpuClass]] = {n: [] for n in range(lo, hi)}
     for n, by_state in groups.items():
+        # (most GPUs of a busy pool hold one LP job: its milli without a generator)
         out[n] = [GpuClass(n, lgs, MILLI - u, fixed, lp) for (u, lp), lgs in by_state.items()
-                  if (fixed := u - sum(m for _, m in lp)) < MILLI]
+                  if (fixed := u - (lp[0][1] if len(lp) == 1 else sum(m for _, m in lp))) < MILLI]
     return out
 
 

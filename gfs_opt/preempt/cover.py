@@ -44,7 +44,7 @@ def _items(b: Block) -> tuple[dict[int, int], dict[int, dict[int, int]]] | None:
     """GPUs freed by each LP job (``G_j``) and by node; None when the model is not a plain cover."""
     freed: dict[int, int] = defaultdict(int)
     by_node: dict[int, dict[int, int]] = {}
-    z_of = {v.id: j for j, v in b.z.items()}
+    z = b.z
     for cl in b.classes:
         if cl.slot_vars or cl.fixed != 0:
             return None
@@ -52,8 +52,9 @@ def _items(b: Block) -> tuple[dict[int, int], dict[int, dict[int, int]]] | None:
             if cl.n_rest:
                 return None
             continue
-        j = z_of.get(cl.rest.id)
-        if j is None or len(cl.lp) != 1:    # an f_c of several LP jobs
+        # the block hands out one Variable object per variable: the class's own z_j, or an f_c
+        # of several LP jobs
+        if len(cl.lp) != 1 or z.get(j := cl.lp[0][0]) is not cl.rest:
             return None
         freed[j] += cl.n_rest
         node = by_node.setdefault(j, {})

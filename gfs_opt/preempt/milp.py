@@ -210,7 +210,7 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     if p1.has_solution and p1.status == "optimal" and left > 0:
         t1 = time.perf_counter()
         # every gang placed by the greedy's image: phase 2 may be a cover with one answer
-        p2 = _covered(pm, p1, solver, t1) if r1 == "bound" else None
+        p2 = _covered(pm, greedy, solver, t1) if r1 == "bound" and greedy is not None else None
         r2 = "cover"
     if p2 is None and p1.has_solution and p1.status == "optimal" and left > 0:
         best_p = round(p1.objective or 0.0)
@@ -250,11 +250,14 @@ def _phase1_by_bound(pm: PreemptModel, greedy: Decision | None,
     return Outcome("optimal", upper, upper, 0.0, 0.0, values)
 
 
-def _covered(pm: PreemptModel, p1: Outcome, solver: SolverOptions, t0: float) -> Outcome | None:
+def _covered(pm: PreemptModel, greedy: Decision, solver: SolverOptions, t0: float
+             ) -> Outcome | None:
     """Phase 2's answer when it is a knapsack cover with one answer (`gfs_opt.preempt.cover`):
-    the values every solve would report, so no solve; None otherwise."""
+    the values every solve would report, so no solve; None otherwise. ``greedy``: the warm
+    start's decision (its image is the hint: z_j = 1 for its victims in the model)."""
+    victims = set(greedy.victims)
     cover = solve_cover(pm.block, pm.cost, solver.rel_gap, solver.abs_gap,
-                        hint_cost=_cost_of(pm, p1.values))
+                        hint_cost=sum(c for j, c in pm.cost.items() if j in victims))
     if cover is None:
         return None
     # every variable of such a model is a u, y or z: the cover states them all
