@@ -293,6 +293,31 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
         whole_supply: list[tuple[int, int]] = []   # (GPUs, the 0/1 that frees them)
         free_whole = 0
         for cl in classes[n]:
+            if not ft:
+                # whole workers only (a pool full of LP work: most nodes of most passes): no
+                # slots, the class's GPUs are a supply freed by its LP jobs — the general case's
+                # variables and rows in its order, without its per-class lists
+                if cl.fixed != 0:
+                    continue
+                freed_z = [zvar(j) for j, _mm in cl.lp]
+                rest = cl.n_rest = len(cl.gpus)
+                cl.n_slots = 0
+                cl_rest = None
+                if not freed_z:
+                    free_whole += rest
+                elif len(freed_z) == 1:
+                    cl_rest = freed_z[0]
+                else:
+                    cl_rest = w.binary(f"f_{n}_{cl.gpus[0]}")
+                    for zv in freed_z:
+                        w.row([(1, cl_rest), (-1, zv)], ub=0,
+                              name=f"free_{n}_{cl.gpus[0]}_{w.name(zv)}")
+                if cl_rest is not None:
+                    whole_supply.append((rest, cl_rest))
+                used_classes.append(cl)
+                slots.append([])
+                rests.append(cl_rest)
+                continue
             can_whole = bool(wt) and cl.fixed == 0
             frac_here = [t for t in ft if MILLI - cl.fixed >= t[1]]
             if not can_whole and not frac_here:
