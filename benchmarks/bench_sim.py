@@ -20,7 +20,8 @@ events per second of the replay's wall time and of its CPU time (``ev/CPU-s``: t
 own process time, steadier than wall time on a shared machine),
 and, for the toy trace, the authors' simulator's published wall time (≈ 1,000 s; GFS-SPEC data
 README) against ours. ``--before DIR`` runs every case a second time on the code in DIR (e.g.
-``git archive main | tar -x -C DIR``) and adds the CPU ratio new/old.
+``git archive main | tar -x -C DIR``) and adds the CPU ratio new/old. A second table counts
+gfs-milp's exact steps (issue 39): solves, solves per CPU-second and how each was answered.
 
 Setups: ``toy`` = ref-toy 2024-03-11..12; ``small``, ``a100`` (paper-a100) and ``full`` are the
 named setups at medium load; ``scale`` replays the last ¼, ½ and all of the full trace's March–
