@@ -7,7 +7,9 @@ and minimises the eviction cost C. Warm start: the greedy PTS pass; on time-out 
 greedy answer is returned, flagged as a fallback. When the greedy places every gang of the model
 and its image is a solution, phase 1's optimum is known (Σ_i v_i) and only phase 2 is solved;
 on a small model whose greedy image leaves gangs waiting, CP-SAT may prove that image optimal
-instead of SCIP solving phase 1 (`gfs_opt.solve.certify`), and likewise for phase 2.
+instead of SCIP solving phase 1 (`gfs_opt.solve.certify`), and likewise for phase 2. Where
+phase 2 is a knapsack cover whose answer every SCIP stop would report, it is taken without a
+solve (`gfs_opt.preempt.cover`); `PreemptResult.routes` says how each phase was answered.
 """
 
 from __future__ import annotations
