@@ -20,7 +20,8 @@ events per second of the replay's wall time and of its CPU time (``ev/CPU-s``: t
 own process time, steadier than wall time on a shared machine),
 and, for the toy trace, the authors' simulator's published wall time (≈ 1,000 s; GFS-SPEC data
 README) against ours. ``--before DIR`` runs every case a second time on the code in DIR (e.g.
-``git archive main | tar -x -C DIR``) and adds the CPU ratio new/old.
+``git archive main | tar -x -C DIR``) and adds the CPU ratio new/old. A second table counts
+gfs-milp's exact steps (issue 39): solves, solves per CPU-second and how each was answered.
 
 Setups: ``toy`` = ref-toy 2024-03-11..12; ``small``, ``a100`` (paper-a100) and ``full`` are the
 named setups at medium load; ``scale`` replays the last ¼, ½ and all of the full trace's March–
@@ -96,16 +97,23 @@ def register_variant(forecaster: str) -> None:
 
 
 def one(case: str, policy: str, forecaster: str | None) -> dict[str, Any]:
+    import gfs_opt.experiments.runner as runner
     from gfs_opt.experiments.runner import prepare_trace, run
 
     if forecaster:
         register_variant(forecaster)
+    # the policy object, for gfs-milp's counts of how its exact steps were answered
+    made: list[Any] = []
+    make = runner.make_policy
+    runner.make_policy = lambda *a, **k: made.append(make(*a, **k)) or made[-1]  # type: ignore[assignment]
     c0, w0 = cpu_s(), time.perf_counter()
     spec = spec_for(case, policy, forecaster)
     prepared = prepare_trace(spec)
     t_load = time.perf_counter() - w0
     out = run(spec, trace=prepared)
+    runner.make_policy = make  # type: ignore[assignment]
     s = out.summary
+    routes = dict(getattr(made[0], "preempt_routes", {})) if made else {}
     return {"case": case, "policy": policy, "forecaster": forecaster, "load_s": t_load,
             "sim_s": out.wall_s, "wall_s": time.perf_counter() - w0, "cpu_s": cpu_s() - c0,
             "events": out.events, "events_per_s": s["events_per_s"],
@@ -113,7 +121,10 @@ def one(case: str, policy: str, forecaster: str | None) -> dict[str, Any]:
             "sim_cpu_s": s.get("cpu_s", float("nan")),
             "jobs": len(prepared[0].jobs), "rss_mb": rss_mb(),
             "lp_eviction_rate": s["lp_eviction_rate"], "lp_jqt_mean": s["lp_jqt_mean"],
-            "hp_jqt_mean": s["hp_jqt_mean"], "allocation_rate": s["allocation_rate"]}
+            "hp_jqt_mean": s["hp_jqt_mean"], "allocation_rate": s["allocation_rate"],
+            # gfs-milp: preemption steps by how each phase was answered ("bound/cover": the
+            # greedy placed every gang and phase 2 was a cover with one answer; "…/solved": SCIP)
+            "milp_solves": s.get("milp_solves", 0), "preempt_routes": routes}
 
 
 def child(args: list[str], code: str | None = None) -> dict[str, Any]:
@@ -180,6 +191,22 @@ def table(rows: list[dict[str, Any]], title: str) -> None:
               f"{ratio:>8.2f}x{old_s}{auth:>11}{med}")
 
 
+def routes_table(rows: list[dict[str, Any]]) -> None:
+    """gfs-milp's exact steps: how many, per CPU-second of the case, and how they were answered
+    (``no SCIP``: neither phase needed it — the greedy's bound, a certificate or a cover)."""
+    exact = [r for r in rows if r.get("preempt_routes")]
+    if not exact:
+        return
+    print(f"{'case':<14}{'policy':<18}{'solves':>8}{'solves/CPU-s':>13}{'no SCIP':>9}  routes")
+    for r in exact:
+        routes = r["preempt_routes"]
+        n = sum(routes.values())
+        free = sum(c for k, c in routes.items() if "solved" not in k)
+        print(f"{r['case']:<14}{r['policy']:<18}{n:>8,}{n / max(r['cpu_s'], 1e-9):>13.1f}"
+              f"{free / max(n, 1):>8.1%}  "
+              + ", ".join(f"{k} {c}" for k, c in sorted(routes.items(), key=lambda kv: -kv[1])))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="toy,a100",
@@ -239,6 +266,7 @@ def main() -> None:
         rows.append(row)
     table(rows, f"forecaster: {a.forecaster or 'policy default'}; CPU = getrusage self+children"
           + (f"; least of {a.repeat} runs" if a.repeat > 1 else ""))
+    routes_table(rows)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     print(json.dumps(rows))

@@ -69,6 +69,7 @@ class MilpWriter:
         self._at_row: list[int] = []     # one entry per coefficient
         self._at_var: list[int] = []
         self._coef: list[float] = []
+        self._ids: list[int] = []        # the variables' ids, by handle, once flushed
 
     def variable(self, *, lb: float = -math.inf, ub: float = math.inf, integer: bool = False,
                  name: str = "") -> int:
@@ -83,6 +84,14 @@ class MilpWriter:
 
     def integer(self, *, lb: float, ub: float, name: str = "") -> int:
         return self.variable(lb=lb, ub=ub, integer=True, name=name)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self._row_names)
+
+    @property
+    def n_vars(self) -> int:
+        return len(self._names)
 
     def name(self, var: int) -> str:
         return self._names[var]
@@ -105,9 +114,28 @@ class MilpWriter:
         """Add what was described to the model; the variables, by handle."""
         store = _store(self.model)
         if store is None:
-            return self._one_by_one()
-        get = self.model.get_variable
-        return [get(i, validate=False) for i in self._bulk(store)]
+            out = self._one_by_one()
+        else:
+            # what `Model.get_variable(i, validate=False)` returns, without its call per variable
+            var, elem = mathopt.Variable, store
+            out = [var(elem, i) for i in self._bulk(store)]
+        self._ids = [v.id for v in out]
+        return out
+
+    def satisfied(self, values: Mapping[int, float], tol: float = 1e-6) -> bool:
+        """Whether ``values`` (by variable id; missing read as 0) meet every bound and row this
+        writer added — `gfs_opt.solve.satisfies` on a model that holds nothing else, without
+        exporting it. Only after `flush`."""
+        x = np.array([values.get(i, 0.0) for i in self._ids], dtype=float)
+        if (np.any(x < np.array(self._lb) - tol) or np.any(x > np.array(self._ub) + tol)):
+            return False
+        if not self._row_names:
+            return True
+        coef = np.array(self._coef, dtype=float) * x[np.array(self._at_var, dtype=np.int64)]
+        activity = np.bincount(np.array(self._at_row, dtype=np.int64), weights=coef,
+                               minlength=len(self._row_names))
+        return bool(np.all(activity >= np.array(self._row_lb) - tol)
+                    and np.all(activity <= np.array(self._row_ub) + tol))
 
     def _bulk(self, store: object) -> list[int]:
         E, D1, B1 = _enums.ElementType, _enums.DoubleAttr1, _enums.BoolAttr1

@@ -13,6 +13,7 @@ waiting, and its implied quotas govern the greedy LP passes until the next refre
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
@@ -100,6 +101,9 @@ class GFSMilpPolicy(GFSPolicy):
         self.quota_method = quota_method
         self.milp_solves = 0
         self.milp_fallbacks = 0
+        # how the preemption steps were answered (`PreemptResult.routes`), e.g. "bound/cover":
+        # kept here, not in the run's summary (the golden digests read that)
+        self.preempt_routes: Counter[str] = Counter()
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "time_limit": self.solver.time_limit,
@@ -216,6 +220,7 @@ class GFSMilpPolicy(GFSPolicy):
             res = solve_preemption(sub, self.preempt_options, solver=self.solver)
             self.milp_solves += 1
             self.milp_fallbacks += int(res.fallback)
+            self.preempt_routes["/".join(r for r in res.routes if r)] += 1
             for v in res.decision.victims:
                 st.release(rnd.jobs[v])
             decision.victims.extend(res.decision.victims)

@@ -87,6 +87,7 @@ class Block:
     classes: list[GpuClass]
     restricted: bool
     n_pairs: int                                    # (type, node) pairs before any restriction
+    writer: MilpWriter | None = None                # what it added (`MilpWriter.satisfied`)
 
 
 class DecodeError(RuntimeError):
@@ -152,8 +153,9 @@ def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[
             (used_all[gi - g0], tuple(per_gpu.get(gi, ()))), []).append(gi - first[n - lo])
     out: dict[int, list[GpuClass]] = {n: [] for n in range(lo, hi)}
     for n, by_state in groups.items():
+        # (most GPUs of a busy pool hold one LP job: its milli without a generator)
         out[n] = [GpuClass(n, lgs, MILLI - u, fixed, lp) for (u, lp), lgs in by_state.items()
-                  if (fixed := u - sum(m for _, m in lp)) < MILLI]
+                  if (fixed := u - (lp[0][1] if len(lp) == 1 else sum(m for _, m in lp))) < MILLI]
     return out
 
 
@@ -177,6 +179,8 @@ def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t:
     """Nodes that can host a worker of type t, cheapest first; cut to ``k_limit + w`` (+ ``keep``).
     ``memo`` keeps each node's whole-GPU costs for the next type of the same round."""
     _pool, g, w = t
+    if not k_limit:
+        return hosts(pool_nodes, classes, g)
     memo = {} if memo is None else memo
     scored: list[tuple[float, int]] = []
     for n in pool_nodes:
@@ -202,6 +206,23 @@ def candidate_nodes(pool_nodes: range, classes: Mapping[int, list[GpuClass]], t:
         return [n for _, n in scored]
     top = {n for _, n in scored[: k_limit + w]}
     return [n for _, n in scored if n in top or n in keep]
+
+
+def hosts(pool_nodes: range, classes: Mapping[int, list[GpuClass]], g: int) -> list[int]:
+    """Nodes that can host a worker of ``g`` milli, in node order: `candidate_nodes` without a
+    cut, which needs no costs (the order of a row's terms does not reach the solver: MathOpt
+    exports the matrix sorted)."""
+    out: list[int] = []
+    if g >= MILLI:
+        k = gpus_per_worker(g)
+        for n in pool_nodes:
+            if sum(len(cl.gpus) for cl in classes[n] if cl.fixed == 0) >= k:
+                out.append(n)
+    else:
+        for n in pool_nodes:
+            if any(MILLI - cl.fixed >= g for cl in classes[n]):
+                out.append(n)
+    return out
 
 
 def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: bool, protect: bool,
@@ -272,6 +293,31 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
         whole_supply: list[tuple[int, int]] = []   # (GPUs, the 0/1 that frees them)
         free_whole = 0
         for cl in classes[n]:
+            if not ft:
+                # whole workers only (a pool full of LP work: most nodes of most passes): no
+                # slots, the class's GPUs are a supply freed by its LP jobs — the general case's
+                # variables and rows in its order, without its per-class lists
+                if cl.fixed != 0:
+                    continue
+                freed_z = [zvar(j) for j, _mm in cl.lp]
+                rest = cl.n_rest = len(cl.gpus)
+                cl.n_slots = 0
+                cl_rest = None
+                if not freed_z:
+                    free_whole += rest
+                elif len(freed_z) == 1:
+                    cl_rest = freed_z[0]
+                else:
+                    cl_rest = w.binary(f"f_{n}_{cl.gpus[0]}")
+                    for zv in freed_z:
+                        w.row([(1, cl_rest), (-1, zv)], ub=0,
+                              name=f"free_{n}_{cl.gpus[0]}_{w.name(zv)}")
+                if cl_rest is not None:
+                    whole_supply.append((rest, cl_rest))
+                used_classes.append(cl)
+                slots.append([])
+                rests.append(cl_rest)
+                continue
             can_whole = bool(wt) and cl.fixed == 0
             frac_here = [t for t in ft if MILLI - cl.fixed >= t[1]]
             if not can_whole and not frac_here:
@@ -341,7 +387,7 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                         for e, qs in cl_slots]
         cl.rest = None if cl_rest is None else var[cl_rest]
     return Block(types, {j: var[h] for j, h in u.items()}, {k: var[h] for k, h in y.items()},
-                 {j: var[h] for j, h in z.items()}, used_classes, bool(k_limit), n_pairs)
+                 {j: var[h] for j, h in z.items()}, used_classes, bool(k_limit), n_pairs, w)
 
 
 def decode_block(rnd: Round, b: Block, value: Mapping[mathopt.Variable, float]

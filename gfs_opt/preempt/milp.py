@@ -7,7 +7,9 @@ and minimises the eviction cost C. Warm start: the greedy PTS pass; on time-out 
 greedy answer is returned, flagged as a fallback. When the greedy places every gang of the model
 and its image is a solution, phase 1's optimum is known (Σ_i v_i) and only phase 2 is solved;
 on a small model whose greedy image leaves gangs waiting, CP-SAT may prove that image optimal
-instead of SCIP solving phase 1 (`gfs_opt.solve.certify`), and likewise for phase 2.
+instead of SCIP solving phase 1 (`gfs_opt.solve.certify`), and likewise for phase 2. Where
+phase 2 is a knapsack cover whose answer every SCIP stop would report, it is taken without a
+solve (`gfs_opt.preempt.cover`); `PreemptResult.routes` says how each phase was answered.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ from gfs_opt.preempt.block import (
     build_block,
     decode_block,
 )
+from gfs_opt.preempt.cover import solve_cover
 from gfs_opt.preempt.hp_pass import greedy_preemption
 from gfs_opt.preempt.objective import (
     DEFAULT_OBJECTIVE,
     PreemptObjective,
     PreemptScore,
     check_decision,
-    eviction_cost,
     hp_value,
+    lp_eviction_costs,
     running_usage,
     score,
 )
@@ -110,6 +113,15 @@ class PreemptModel:
     def restricted(self) -> bool:
         return self.block.restricted
 
+    def satisfied(self, values: dict[mathopt.Variable, float]) -> bool:
+        """`gfs_opt.solve.satisfies` on the model; from the block's own rows while the model
+        holds nothing else (as `build_model` leaves it), without exporting it."""
+        w = self.block.writer
+        if w is None or (self.model.get_num_linear_constraints(), self.model.get_num_variables()) != (
+                w.n_rows, w.n_vars):
+            return satisfies(self.model, values)
+        return w.satisfied({v.id: x for v, x in values.items()})
+
 
 def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
                 keep_nodes: set[int] | None = None) -> PreemptModel:
@@ -119,8 +131,7 @@ def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     m = mathopt.Model(name="gfs_preemption")
     hp = [j for j in rnd.pending_hp if rnd.jobs[j].cls is JobClass.HP]
     pools = {rnd.jobs[j].pool for j in hp}   # LP jobs elsewhere cannot make room for these
-    cost = {j: eviction_cost(rnd, j, obj) for j, r in rnd.running.items()
-            if r.job.cls is JobClass.LP and r.job.pool in pools}
+    cost = lp_eviction_costs(rnd, pools, obj)
     b = build_block(m, rnd, hp, evict=True, protect=protect, cost=cost, opts=opts.block(),
                     keep=keep_nodes)
     value = {j: hp_value(rnd, j, obj) for j in b.u}
@@ -154,6 +165,10 @@ class PreemptResult:
     n_cons: int = 0
     restricted: bool = False
     fallback: bool = False
+    # how each phase was answered: "bound" (phase 1: the greedy placed every gang), "cover"
+    # (phase 2: a knapsack cover with one answer, `gfs_opt.preempt.cover`), "certified"
+    # (CP-SAT proved the warm start optimal), "solved" (SCIP), "" (no such phase)
+    routes: tuple[str, str] = ("", "")
 
 
 def greedy_decision(rnd: Round) -> Decision:
@@ -184,14 +199,22 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         res.phase1 = p1
         return _finish(rnd, pm, res, p1, None, opts, solver, t0)
 
+    r1 = "bound"
     known = _phase1_by_bound(pm, greedy, hints)
     if known is None:
-        known = _phase1_certified(pm, hints, solver)
+        known, r1 = _phase1_certified(pm, hints, solver), "certified"
+    if known is None:
+        r1 = "solved"
     p1 = known if known is not None else run_solver(pm.model, solver, hints=hints)
     res.phase1 = p1
-    p2 = None
+    p2, r2 = None, ""
     left = solver.time_limit - (time.perf_counter() - t0)
     if p1.has_solution and p1.status == "optimal" and left > 0:
+        t1 = time.perf_counter()
+        # every gang placed by the greedy's image: phase 2 may be a cover with one answer
+        p2 = _covered(pm, greedy, solver, t1) if r1 == "bound" and greedy is not None else None
+        r2 = "cover"
+    if p2 is None and p1.has_solution and p1.status == "optimal" and left > 0:
         best_p = round(p1.objective or 0.0)
         placed = pm.placed_terms()
         pin = add_row(pm.model, [(c, v) for v, c in placed.items()], lb=best_p - 0.5,
@@ -202,14 +225,16 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         hints2 = sorted([p1.values, *(h for h in hints if h is not p1.values
                                       and _placed_of(pm, h) >= best_p - 0.5)],
                         key=lambda h: _cost_of(pm, h))
-        p2 = _certified(pm, hints2, p1, solver, left)
+        p2, r2 = _certified(pm, hints2, p1, solver, left), "certified"
         if p2 is None:
+            r2 = "solved"
             p2 = run_solver(pm.model, solver, time_limit=left - (time.perf_counter() - t1),
                             hints=hints2)
-        res.phase2 = p2
         # restore phase 1 so the model object still means what `build_model` promised
         pm.model.delete_linear_constraint(pin)
         set_objective(pm.model, placed, maximize=True)
+    res.phase2 = p2
+    res.routes = (r1, r2)
     return _finish(rnd, pm, res, p1, p2, opts, solver, t0)
 
 
@@ -221,10 +246,25 @@ def _phase1_by_bound(pm: PreemptModel, greedy: Decision | None,
     if greedy is None or not hints or not all(j in greedy.placements for j in pm.u):
         return None
     values = hints[0]
-    if not all(values.get(v, 0.0) > 0.5 for v in pm.u.values()) or not satisfies(pm.model, values):
+    if not all(values.get(v, 0.0) > 0.5 for v in pm.u.values()) or not pm.satisfied(values):
         return None
     upper = float(sum(pm.value.values()))
     return Outcome("optimal", upper, upper, 0.0, 0.0, values)
+
+
+def _covered(pm: PreemptModel, greedy: Decision, solver: SolverOptions, t0: float
+             ) -> Outcome | None:
+    """Phase 2's answer when it is a knapsack cover with one answer (`gfs_opt.preempt.cover`):
+    the values every solve would report, so no solve; None otherwise. ``greedy``: the warm
+    start's decision (its image is the hint: z_j = 1 for its victims in the model)."""
+    victims = set(greedy.victims)
+    cover = solve_cover(pm.block, pm.cost, solver.rel_gap, solver.abs_gap,
+                        hint_cost=sum(c for j, c in pm.cost.items() if j in victims))
+    if cover is None:
+        return None
+    # every variable of such a model is a u, y or z: the cover states them all
+    return Outcome("optimal", cover.cost, cover.cost, 0.0, time.perf_counter() - t0, cover.values,
+                   detail="unique knapsack cover")
 
 
 def _phase1_certified(pm: PreemptModel, hints: list[dict[mathopt.Variable, float]],
@@ -242,7 +282,7 @@ def _phase1_certified(pm: PreemptModel, hints: list[dict[mathopt.Variable, float
     if not hints or pm.model.get_num_variables() > CERTIFY_MAX_VARS:
         return None
     image = hints[0]
-    if not satisfies(pm.model, image):
+    if not pm.satisfied(image):
         return None
     # P = Σ_i v_i·u_i with integer v_i: nothing beats the image unless by a whole unit
     proof = certify(pm.model, image, solver, time_limit=0.1 * solver.time_limit, integral=True)
