@@ -43,7 +43,8 @@ from gfs_opt.sim.causes import EvictionCause, eviction_causes
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
 from gfs_opt.sim.recorder import Recorder
-from gfs_opt.sim.slurm_model import Reservation, SlurmModel, earliest_fit, fit_counts, worker_gpus
+from gfs_opt.sim.slurm_model import SlurmModel, worker_gpus
+from gfs_opt.sim.slurm_model import schedule as slurm_schedule
 from gfs_opt.traces.base import Trace
 
 DAY = 86_400.0
@@ -699,96 +700,15 @@ class Simulator:
         self._push(t + self.slurm.quota_delay_s, _LIMIT, -1, 0)
 
     def _slurm_pass(self, t: float) -> None:
-        """Slurm's main loop then backfill (`gfs_opt.sim.slurm_model`) over the pending jobs."""
-        m = self.slurm
-        assert m is not None
+        """Slurm's main loop then backfill (`gfs_opt.sim.slurm_model.schedule`) over the pending
+        jobs; Slurm, not the policy, starts them."""
+        assert self.slurm is not None
         if not self.queued_since:
             return
-        st = self.state
-        qs = self.queued_since
-        order = sorted(qs, key=lambda j: (not self.jobs[j].is_hp, qs[j], j))
-        limits = self.slurm_limits or {}
-        lp_held: dict[tuple[str, float], int] = {}
-        for rj in self.running.values():
-            if not rj.job.is_hp:
-                key = (rj.job.pool, rj.job.guarantee_h)
-                lp_held[key] = lp_held.get(key, 0) + worker_gpus(rj.job) * rj.job.workers
-        free: dict[int, list[int]] = {}
-        pool_nodes: dict[str, list[int]] = {}
-        for pool in st.pools:
-            a, b = st.pool_slice(pool)
-            pool_nodes[pool] = list(range(a, b))
-            for n in range(a, b):
-                base = int(st.node_first_gpu[n])
-                free[n] = [k for k in range(int(st.node_gpus[n])) if st.gpu_used[base + k] == 0]
-
-        def held_back(job: Job) -> bool:
-            if job.is_hp:
-                return False
-            lim = limits.get((job.pool, job.guarantee_h))
-            return lim is not None and lp_held.get((job.pool, job.guarantee_h), 0) + \
-                worker_gpus(job) * job.workers > lim
-
-        def start(job: Job, fit: dict[int, int]) -> None:
-            g = worker_gpus(job)
-            placement = []
-            for n, k in sorted(fit.items()):
-                for _ in range(k):
-                    gpus, free[n] = free[n][:g], free[n][g:]
-                    placement.append((n, tuple(gpus)))
-            self._start(self.runs[job.id], t, tuple(placement))
-            if not job.is_hp:
-                key = (job.pool, job.guarantee_h)
-                lp_held[key] = lp_held.get(key, 0) + g * job.workers
-
-        def counts(pool: str) -> dict[int, int]:
-            return {n: len(free[n]) for n in pool_nodes[pool]}
-
-        blocked: set[str] = set()
-        left: list[int] = []
-        for jid in order:                                   # the main loop
-            job = self.jobs[jid]
-            if held_back(job):
-                continue
-            if job.pool in blocked:
-                left.append(jid)
-                continue
-            fit = fit_counts(counts(job.pool), worker_gpus(job), job.workers)
-            if fit is not None:
-                start(job, fit)
-            else:
-                left.append(jid)
-                if m.hol_stop:
-                    blocked.add(job.pool)
-        if not m.backfill or not left:
-            return
-        releases: dict[str, list[tuple[float, int, int]]] = {p: [] for p in st.pools}
-        for rj in self.running.values():
-            end = rj.start + m.time_limit(rj.job, self.params)
-            per_node: dict[int, int] = {}
-            for n, gpus in rj.placement:
-                per_node[n] = per_node.get(n, 0) + len(gpus)
-            for n, k in per_node.items():
-                releases[rj.job.pool].append((end, n, k))
-        reservations: dict[str, list[Reservation]] = {p: [] for p in st.pools}
-        for jid in left[:m.bf_max_job_test]:
-            job = self.jobs[jid]
-            if held_back(job):
-                continue
-            length = m.time_limit(job, self.params)
-            g = worker_gpus(job)
-            found = earliest_fit(t, counts(job.pool), releases[job.pool],
-                                 reservations[job.pool], g, job.workers, length)
-            if found is None:
-                continue
-            when, fit = found
-            if when <= t:
-                start(job, fit)
-                for n, k in fit.items():
-                    releases[job.pool].append((t + length, n, k * g))
-            else:
-                reservations[job.pool].append(
-                    Reservation(when, when + length, {n: k * g for n, k in fit.items()}))
+        for jid, placement in slurm_schedule(self.slurm, self.params, self.state, self.jobs,
+                                             self.running, self.queued_since,
+                                             self.slurm_limits or {}, t):
+            self._start(self.runs[jid], t, placement)
 
     def _stuck(self) -> bool:
         """Nothing runs and nothing will arrive: no state change can start a pending job

@@ -26,11 +26,12 @@ Time limits are the replay's sbatch ``--time``: ⌈(1.2·duration + restart over
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from gfs_opt.errors import GfsError
-from gfs_opt.model import MILLI, Job, Params
+from gfs_opt.model import MILLI, ClusterState, Job, Params, Placement, RunningJob
 
 #: measured on the project's machine (docs/slurm-model.md), wall s: the start latency is the mean
 #: Slurm-view start delay of the HP jobs that found free GPUs in the 6 h ref-toy replays (0.74 and
@@ -149,3 +150,98 @@ def earliest_fit(now: float, free: dict[int, int], releases: list[tuple[float, i
         if fit is not None:
             return t, fit
     return None
+
+
+def schedule(model: SlurmModel, params: Params, state: ClusterState, jobs: Mapping[int, Job],
+             running: Mapping[int, RunningJob], queued_since: Mapping[int, float],
+             limits: Mapping[tuple[str, float], int], t: float) -> list[tuple[int, Placement]]:
+    """One Slurm pass at ``t``: the jobs it starts, in order, with their placements — the main
+    loop, then backfill (see the module's doc). ``limits``: the ``GrpTRES`` in force per (pool,
+    guarantee class), GPUs; reads ``state`` and ``running`` only, as they were before the pass."""
+    order = sorted(queued_since, key=lambda j: (not jobs[j].is_hp, queued_since[j], j))
+    lp_held: dict[tuple[str, float], int] = {}
+    for rj in running.values():
+        if not rj.job.is_hp:
+            key = (rj.job.pool, rj.job.guarantee_h)
+            lp_held[key] = lp_held.get(key, 0) + worker_gpus(rj.job) * rj.job.workers
+    free: dict[int, list[int]] = {}
+    pool_nodes: dict[str, list[int]] = {}
+    for pool in state.pools:
+        a, b = state.pool_slice(pool)
+        pool_nodes[pool] = list(range(a, b))
+        for n in range(a, b):
+            base = int(state.node_first_gpu[n])
+            free[n] = [k for k in range(int(state.node_gpus[n])) if state.gpu_used[base + k] == 0]
+    started: list[tuple[int, Placement]] = []
+
+    def held_back(job: Job) -> bool:
+        if job.is_hp:
+            return False
+        lim = limits.get((job.pool, job.guarantee_h))
+        return lim is not None and lp_held.get((job.pool, job.guarantee_h), 0) + \
+            worker_gpus(job) * job.workers > lim
+
+    def start(job: Job, fit: dict[int, int]) -> None:
+        g = worker_gpus(job)
+        placement = []
+        for n, k in sorted(fit.items()):
+            for _ in range(k):
+                gpus, free[n] = free[n][:g], free[n][g:]
+                placement.append((n, tuple(gpus)))
+        started.append((job.id, tuple(placement)))
+        if not job.is_hp:
+            key = (job.pool, job.guarantee_h)
+            lp_held[key] = lp_held.get(key, 0) + g * job.workers
+
+    def counts(pool: str) -> dict[int, int]:
+        return {n: len(free[n]) for n in pool_nodes[pool]}
+
+    blocked: set[str] = set()
+    left: list[int] = []
+    for jid in order:                                   # the main loop
+        job = jobs[jid]
+        if held_back(job):
+            continue
+        if job.pool in blocked:
+            left.append(jid)
+            continue
+        fit = fit_counts(counts(job.pool), worker_gpus(job), job.workers)
+        if fit is not None:
+            start(job, fit)
+        else:
+            left.append(jid)
+            if model.hol_stop:
+                blocked.add(job.pool)
+    if not model.backfill or not left:
+        return started
+    # every running job, those the main loop just started included, ends at its time limit
+    releases: dict[str, list[tuple[float, int, int]]] = {p: [] for p in state.pools}
+    holders = [(rj.job, rj.start, rj.placement) for rj in running.values()]
+    holders += [(jobs[jid], t, placement) for jid, placement in started]
+    for job, begun, placement in holders:
+        end = begun + model.time_limit(job, params)
+        per_node: dict[int, int] = {}
+        for n, gpus in placement:
+            per_node[n] = per_node.get(n, 0) + len(gpus)
+        for n, k in per_node.items():
+            releases[job.pool].append((end, n, k))
+    reservations: dict[str, list[Reservation]] = {p: [] for p in state.pools}
+    for jid in left[:model.bf_max_job_test]:
+        job = jobs[jid]
+        if held_back(job):
+            continue
+        length = model.time_limit(job, params)
+        g = worker_gpus(job)
+        found = earliest_fit(t, counts(job.pool), releases[job.pool],
+                             reservations[job.pool], g, job.workers, length)
+        if found is None:
+            continue
+        when, fit = found
+        if when <= t:
+            start(job, fit)
+            for n, k in fit.items():
+                releases[job.pool].append((t + length, n, k * g))
+        else:
+            reservations[job.pool].append(
+                Reservation(when, when + length, {n: k * g for n, k in fit.items()}))
+    return started
