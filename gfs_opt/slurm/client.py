@@ -120,4 +120,6 @@ class SlurmClient:
         self.run(["scontrol", "update", f"jobid={job_id}", f"qos={qos}"], timeout_s=10.0)
 
     def cancel_all(self) -> None:
-        self.run(["scancel", "--partition=gpu"], check=False)
+        parts = [self.spec.partition(p) for p in self.spec.pool_names()] or [
+            self.spec.partition(None)]
+        self.run(["scancel", f"--partition={','.join(parts)}"], check=False)
