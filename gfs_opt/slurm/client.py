@@ -120,6 +120,8 @@ class SlurmClient:
         self.run(["scontrol", "update", f"jobid={job_id}", f"qos={qos}"], timeout_s=10.0)
 
     def cancel_all(self) -> None:
+        # scancel takes one partition (a comma list matches none): one call per pool
         parts = [self.spec.partition(p) for p in self.spec.pool_names()] or [
             self.spec.partition(None)]
-        self.run(["scancel", f"--partition={','.join(parts)}"], check=False)
+        for part in parts:
+            self.run(["scancel", f"--partition={part}"], check=False)
