@@ -360,6 +360,62 @@ def test_replay_evictions_are_the_controllers(cluster: ClusterSpec, tmp_path: Pa
     assert not actions(res.out / "controller.jsonl", "escalate")
 
 
+def _two_pool_plan() -> object:
+    """Two pools of 2 nodes: node-sized spot jobs fill both from the start; one node-sized HP job
+    arrives in pool A100 when every spot job is past its window. Only A100's controller may act."""
+    from gfs_opt.slurm.plan import ReplayPlan
+    from gfs_opt.traces.base import ALIBABA_ORIGIN, Trace
+
+    rows = [(i, "org-b", "LP", 8000, 1, 60.0 * i, 10_800.0, "A100" if i < 2 else "H800")
+            for i in range(4)]
+    rows.append((4, "org-a", "HP", 8000, 1, 4500.0, 1800.0, "A100"))
+    jobs = pd.DataFrame(rows, columns=["job_id", "org", "cls", "g", "workers", "submit",
+                                       "duration", "pool"])
+    jobs = jobs.assign(name=jobs["job_id"].astype(str), cpu=4.0, guarantee_h=1.0, resident=False)
+    nodes = pd.DataFrame({"node_name": [f"n{i}" for i in range(1, 5)],
+                          "pool": ["A100", "A100", "H800", "H800"], "gpus": 8, "cpus": 16.0})
+    trace = Trace(nodes, jobs, ALIBABA_ORIGIN, "two-pools")
+    return ReplayPlan(trace, 0.0, 4600.0, "A100", "two-pools", 4, 8,
+                      pd.DataFrame(columns=["ds", "series", "y"]), [],
+                      (("A100", 2), ("H800", 2)))
+
+
+def test_two_pool_replay_keeps_each_pool_to_itself(cluster: ClusterSpec, tmp_path: Path) -> None:
+    """Issue 38, item 3 (short): typed GRES, a partition and spot QOS per pool, one controller
+    per pool; the HP job of pool A100 evicts a spot job of A100 — by the controller — and
+    nothing in H800. The module's cluster is rebuilt with pools and restored afterwards."""
+    from gfs_opt.slurm.replay import ReplayConfig, replay
+
+    pooled = replace(cluster, pools=(("A100", 2), ("H800", 2)))
+    up(pooled, install=False, log=lambda _m: None)
+    try:
+        c = SlurmClient(pooled)
+        nodes = {n["name"]: n for n in c.nodes()}
+        assert "gpu:h800:8" in str(nodes["n3"].get("gres")), nodes["n3"].get("gres")
+        speedup = 240.0
+        cfg = ReplayConfig(policy="gfs", speedup=speedup, drain_s=2400.0,
+                           forecaster="seasonal-naive")
+        res = replay(pooled, _two_pool_plan(), cfg, tmp_path / "out",  # type: ignore[arg-type]
+                     log=lambda _m: None)
+        s = res.summary
+        assert s["controllers"] == 2 and s["jobs_conserved"] and not s["submit_errors"]
+        ev = pd.read_csv(res.out / "evictions.csv")
+        assert len(ev) == 1 and list(ev["by"]) == ["controller"], ev
+        assert int(ev["job_id"].iloc[0]) in (0, 1)                  # an A100 spot job
+        assert s["hp_evictions"] == 0 and s["lp_evictions_in_exempt_window"] == 0
+        jobs = pd.read_csv(res.out / "jobs.csv").set_index("job_id")
+        assert list(jobs.loc[[0, 2, 4], "pool"]) == ["A100", "H800", "A100"]
+        assert jobs.loc[4, "jqt"] < 8 * speedup
+        assert set(pd.read_csv(res.out / "per_pool.csv")["pool"]) == {"A100", "H800"}
+        a100 = tmp_path / "out" / "controller-a100.jsonl"
+        h800 = tmp_path / "out" / "controller-h800.jsonl"
+        assert len(actions(a100, "requeue")) == 1 and not actions(h800, "requeue")
+        assert {a["qos"] for a in actions(a100, "quota")} == {"spot-1h-a100"}
+        assert {a["qos"] for a in actions(h800, "quota")} == {"spot-1h-h800"}
+    finally:
+        up(cluster, install=False, log=lambda _m: None)
+
+
 def _threads_left(pid: int, start_ticks: int) -> list[str]:
     """States of the threads of a process that have not exited (read straight from /proc, not
     through `procs`, so the check does not share the code it checks)."""

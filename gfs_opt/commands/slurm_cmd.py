@@ -44,7 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     u = ssub.add_parser("up", help="install (if needed) and start a private Slurm cluster")
     _dir_arg(u)
-    u.add_argument("--nodes", type=int, default=4, help="emulated nodes (default 4)")
+    u.add_argument("--nodes", type=int, default=None,
+                   help="emulated nodes (default 4, or the sum of --pools)")
+    u.add_argument("--pools", default=None, metavar="NAME:NODES,…",
+                   help="several pools (GPU types), e.g. A100-SXM4-80GB:8,A10:8 — names as in "
+                        "the trace to replay; each pool gets typed GRES gpu:<tag>, its own "
+                        "partition <tag> and its own spot QOS spot-<d>h-<tag> (<tag>: the "
+                        "name's first word, lower case). Default: one pool, partition gpu")
     u.add_argument("--gpus", type=int, default=8, help="fake GPUs per node (default 8)")
     u.add_argument("--guarantee-classes", type=_classes, default=(1.0,),
                    help="guarantee classes in hours, one spot QOS each (default 1)")
@@ -76,13 +82,17 @@ def _folder(args: argparse.Namespace) -> Path:
 
 def _up(args: argparse.Namespace) -> int:
     from gfs_opt.slurm.cluster import up
-    from gfs_opt.slurm.layout import ClusterSpec
+    from gfs_opt.slurm.layout import ClusterSpec, parse_pools
 
-    spec = ClusterSpec(dir=str(_folder(args)), nodes=args.nodes, gpus=args.gpus,
+    pools = parse_pools(args.pools) if args.pools else ()
+    nodes = args.nodes if args.nodes is not None else (sum(n for _, n in pools) or 4)
+    spec = ClusterSpec(dir=str(_folder(args)), nodes=nodes, gpus=args.gpus,
                        classes=args.guarantee_classes, speedup=args.speedup,
-                       exempt_margin_s=args.exempt_margin, port_base=args.port_base)
+                       exempt_margin_s=args.exempt_margin, port_base=args.port_base, pools=pools)
     timings = up(spec, install=not args.no_install)
-    print(f"slurm up: {spec.nodes} nodes × {spec.gpus} GPUs, QOS hp + "
+    where = "" if not pools else " in pools " + ", ".join(
+        f"{p} (partition {spec.partition(p)}, {n} nodes)" for p, n in pools)
+    print(f"slurm up: {spec.nodes} nodes × {spec.gpus} GPUs{where}, QOS hp + "
           f"{', '.join(spec.spot_qos)} in {spec.root}  ·  {timings.line()}")
     print(f"use it with: export SLURM_CONF={spec.conf}")
     return 0
@@ -113,6 +123,7 @@ def _status(args: argparse.Namespace) -> int:
         return 1
     spec = st["spec"]
     print(f"cluster in {st['dir']}: {spec.nodes} nodes × {spec.gpus} GPUs, speedup ×{spec.speedup:g}"
+          + (f", pools {dict(spec.pools)}" if spec is not None and spec.pools else "")
           if spec is not None else f"cluster in {st['dir']}")
     for name, pid, alive in st["daemons"]:
         print(f"  {name:<10} pid {pid:<8} {'running' if alive else 'NOT RUNNING'}")
@@ -146,7 +157,8 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
     c = ssub.add_parser("controller", help="run the GFS loop against the live cluster")
     _dir_arg(c)
     c.add_argument("--pool", default="gpu", help="pool name of the cluster in the forecaster's "
-                   "series (default gpu; a replay passes the trace's pool)")
+                   "series (default gpu; a replay passes the trace's pool); on a cluster with "
+                   "--pools, the pool this controller runs (its partition, nodes, spot QOS)")
     c.add_argument("--speedup", type=_positive, default=1.0,
                    help="time compression K: trace time runs K× faster than wall time")
     c.add_argument("--t0", type=_trace_time, default=None,
@@ -281,7 +293,7 @@ def _plan(args: argparse.Namespace, source: str, spec):
         window = (first, first + 7200.0)
     return build_plan(source, tuple(window), spec.nodes, spec.gpus, pool=args.pool,
                       classes=spec.classes, lp_load=args.lp_load, seed=args.seed,
-                      max_jobs=args.max_jobs)
+                      max_jobs=args.max_jobs, pools=tuple(spec.pools))
 
 
 def _replay_config(args: argparse.Namespace, policy: str):
@@ -386,7 +398,8 @@ def _compare(args: argparse.Namespace) -> int:
         if "cluster_nodes" not in s:
             raise GfsError(f"--real {args.real}: the summary does not record the cluster shape")
         spec = ClusterSpec(nodes=int(s["cluster_nodes"]), gpus=int(s["cluster_gpus_per_node"]),
-                           classes=tuple(float(c) for c in s.get("guarantee_classes", [1.0])))
+                           classes=tuple(float(c) for c in s.get("guarantee_classes", [1.0])),
+                           pools=tuple((str(p), int(n)) for p, n in s.get("cluster_pools", [])))
     else:
         spec = _spec(args)
     plan = _plan(args, args.trace, spec)

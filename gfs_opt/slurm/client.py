@@ -120,4 +120,8 @@ class SlurmClient:
         self.run(["scontrol", "update", f"jobid={job_id}", f"qos={qos}"], timeout_s=10.0)
 
     def cancel_all(self) -> None:
-        self.run(["scancel", "--partition=gpu"], check=False)
+        # scancel takes one partition (a comma list matches none): one call per pool
+        parts = [self.spec.partition(p) for p in self.spec.pool_names()] or [
+            self.spec.partition(None)]
+        for part in parts:
+            self.run(["scancel", f"--partition={part}"], check=False)

@@ -254,7 +254,7 @@ def configure_qos(client: SlurmClient, spec: ClusterSpec, hp_preempts: bool = Tr
     submission, before any poll could see it (docs/slurm-model.md, "who evicts").
     """
     have = {q["name"] for q in client.qos_table()}
-    for d, name in zip(spec.classes, spec.spot_qos, strict=True):
+    for d, name in spec.spot_classes():
         settings = {"Priority": "10", "PreemptMode": "requeue",
                     "PreemptExemptTime": hms(spec.exempt(d))}
         if name not in have:

@@ -105,7 +105,7 @@ def simulate(plan: ReplayPlan, policy: str, out: Path, classes: tuple[float, ...
     options: dict[str, Any] = ({"forecaster": forecaster, "history": str(history)}
                                if sim_policy == "gfs-slurm" else {})
     spec = RunSpec(trace=plan.source, policy=sim_policy, policy_options=options,
-                   window=(plan.t0, plan.t1), pools=(plan.pool,),
+                   window=(plan.t0, plan.t1), pools=plan.pools,
                    params={"rho": rho, "guarantee_classes": classes, "quota_refresh_s": refresh_s},
                    drain_days=drain_s / 86_400.0)
     res = run_simulation(spec, (plan.trace, plan.t0, plan.t1), slurm=slurm)

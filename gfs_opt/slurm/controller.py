@@ -31,7 +31,7 @@ from gfs_opt.model import MILLI, ClusterState, JobClass, Params, PoolStatus
 from gfs_opt.slurm.bridge import GfsBrain
 from gfs_opt.slurm.client import SlurmClient, SlurmError
 from gfs_opt.slurm.clock import TraceClock
-from gfs_opt.slurm.layout import HP_QOS, NET_QOS, ClusterSpec, spot_qos
+from gfs_opt.slurm.layout import HP_QOS, NET_QOS, ClusterSpec
 from gfs_opt.slurm.live import (
     LiveJob,
     WindowTracker,
@@ -115,7 +115,11 @@ class Controller:
         self.cfg = cfg
         self.client = client or SlurmClient(spec)
         self.log = ActionLog(cfg.log, echo)
-        self.nodes = spec.node_names()
+        # on a cluster with --pools, one controller per pool: its partition, nodes and spot QOS
+        self.pool_key = cfg.pool if spec.pools else None
+        self.nodes = spec.nodes_of(self.pool_key)
+        self.partition = spec.partition(self.pool_key)
+        self.qos_of = dict(zip(spec.classes, spec.spot_qos_of(self.pool_key), strict=True))
         self.status = {cfg.pool: PoolStatus()}
         self.tracker = WindowTracker(cfg.horizon_h * HOUR)
         self.limits: dict[str, int | None] = {}   # GrpTRES last set per spot QOS (None: lifted)
@@ -126,6 +130,12 @@ class Controller:
         self.counts = {"polls": 0, "refreshes": 0, "requeues": 0, "quota_sets": 0,
                        "escalations": 0}
         self.escalated: set[int] = set()
+
+    def mine(self, jobs: list[LiveJob]) -> list[LiveJob]:
+        """The jobs of this controller's pool (every job on a single-pool cluster)."""
+        if self.pool_key is None:
+            return jobs
+        return [j for j in jobs if j.partition == self.partition]
 
     # ---- set-up ----------------------------------------------------------------------------
     def params(self, t_start: float) -> Params:
@@ -147,6 +157,8 @@ class Controller:
                 raise GfsError(f"--history {self.cfg.history}: {exc}") from None
             if not {"ds", "series", "y"} <= set(frame.columns):
                 raise GfsError(f"--history {self.cfg.history}: needs columns ds, series, y")
+            if self.pool_key is not None:   # a replay writes every pool's series in one file
+                frame = frame[frame["series"].astype(str).str.startswith(f"{self.cfg.pool}|")]
             hours = self.brain.load_history(frame)
             self.log("history", f"{hours} hours of HP usage loaded from {self.cfg.history}",
                      series=int(frame["series"].nunique()))
@@ -176,7 +188,7 @@ class Controller:
     def poll(self, jobs: list[LiveJob] | None = None) -> None:
         assert self.clock is not None and self.brain is not None
         clock = self.clock
-        jobs = parse_jobs(self.client.jobs()) if jobs is None else jobs
+        jobs = self.mine(parse_jobs(self.client.jobs()) if jobs is None else jobs)
         t = clock.now()
         self.counts["polls"] += 1
         self.tracker.update(jobs, clock)
@@ -256,7 +268,7 @@ class Controller:
         fc = upd.forecasts.get(self.cfg.pool)
         for d in self.spec.classes:
             q = upd.quotas.get((self.cfg.pool, d))
-            name = spot_qos(d)
+            name = self.qos_of[d]
             if q is None:
                 continue
             others = sum(g for qos, g in view.lp_gpus_by_qos.items() if qos != name)
@@ -276,7 +288,7 @@ class Controller:
         """After the scored window the simulator admits LP freely so the backlog drains; the
         live cluster must do the same, or a replay's drain compares different rules."""
         for d in self.spec.classes:
-            name = spot_qos(d)
+            name = self.qos_of[d]
             if name in self.limits and self.limits[name] is None:
                 continue
             self._set_limit(name, None, "quota lifted: the scored window is over "
@@ -418,7 +430,7 @@ class Controller:
         self.warm_up(t_start)
         # the first quota is in force before the first job arrives
         self.clock = TraceClock(time.time(), t_start, cfg.speedup)
-        self.refresh(parse_jobs(self.client.jobs()))
+        self.refresh(self.mine(parse_jobs(self.client.jobs())))
         self.next_refresh = t_start + cfg.refresh_s
         self.log("ready", "warm-up done: waiting for the clock" if cfg.clock_file else
                  "warm-up done")

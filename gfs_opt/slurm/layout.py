@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,9 +34,41 @@ def default_dir() -> Path:
     return Path(env).expanduser() if env else DEFAULT_DIR
 
 
-def spot_qos(guarantee_h: float) -> str:
-    """QOS name of a guarantee class: 1 → ``spot-1h``, 0.5 → ``spot-0.5h``."""
-    return f"spot-{guarantee_h:g}h"
+#: the one partition of a single-pool cluster (`--pools` not given)
+DEFAULT_PARTITION = "gpu"
+
+
+def pool_tag(pool: str) -> str:
+    """Short Slurm-safe name of a pool — its GRES type, partition and spot-QOS suffix: the first
+    ``-``-separated word, lower case, letters and digits only (``A100-SXM4-80GB`` → ``a100``)."""
+    tag = re.sub(r"[^a-z0-9]", "", str(pool).lower().split("-")[0])
+    if not tag or not tag[0].isalpha():
+        raise GfsError(f"pool {pool!r}: its name must start with a letter (it names a Slurm "
+                       "partition and GRES type)")
+    return tag
+
+
+def spot_qos(guarantee_h: float, pool: str | None = None) -> str:
+    """QOS name of a guarantee class: 1 → ``spot-1h``, 0.5 → ``spot-0.5h``; on a cluster with
+    ``--pools`` one per pool, since GrpTRES is per QOS: (1, "A100") → ``spot-1h-a100``."""
+    base = f"spot-{guarantee_h:g}h"
+    return base if pool is None else f"{base}-{pool_tag(pool)}"
+
+
+def partition_of(pool: str | None) -> str:
+    """The partition a pool's jobs go to (``gpu`` on a single-pool cluster)."""
+    return DEFAULT_PARTITION if pool is None else pool_tag(pool)
+
+
+def parse_pools(text: str) -> tuple[tuple[str, int], ...]:
+    """``A100:8,H800:8`` → (("A100", 8), ("H800", 8)); a bad item is a one-line GfsError."""
+    out: list[tuple[str, int]] = []
+    for item in (x.strip() for x in text.split(",")):
+        name, sep, count = item.rpartition(":")
+        if not sep or not name or not count.strip().isdigit():
+            raise GfsError(f"--pools {text!r}: expected NAME:NODES[,NAME:NODES…], got {item!r}")
+        out.append((name.strip(), int(count)))
+    return tuple(out)
 
 
 def exempt_seconds(guarantee_h: float, speedup: float) -> int:
@@ -66,8 +99,21 @@ class ClusterSpec:
     sched_min_interval_us: int = 100_000
     cluster: str = "gfs"
     host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
+    #: (pool, nodes) in node order; empty: one untyped pool in partition `gpu` (the default).
+    #: With pools, each gets typed GRES ``gpu:<tag>``, its own partition and its own spot QOS.
+    pools: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
+        if self.pools:
+            tags = [pool_tag(p) for p, _ in self.pools]
+            if len(set(tags)) != len(tags):
+                raise GfsError(f"--pools {self.pool_names()}: two pools share the Slurm name "
+                               f"{sorted({t for t in tags if tags.count(t) > 1})}")
+            if any(n < 1 for _, n in self.pools):
+                raise GfsError(f"--pools: every pool needs ≥ 1 node, got {dict(self.pools)}")
+            if sum(n for _, n in self.pools) != self.nodes:
+                raise GfsError(f"--pools has {sum(n for _, n in self.pools)} nodes but "
+                               f"--nodes is {self.nodes}")
         if not 1 <= self.nodes <= 64:
             raise GfsError(f"--nodes must be in 1..64, got {self.nodes}")
         if not 1 <= self.gpus <= 16:
@@ -110,7 +156,46 @@ class ClusterSpec:
 
     @property
     def spot_qos(self) -> list[str]:
-        return [spot_qos(c) for c in self.classes]
+        """Every spot QOS of the cluster (classes × pools when pooled)."""
+        if not self.pools:
+            return [spot_qos(c) for c in self.classes]
+        return [q for p in self.pool_names() for q in self.spot_qos_of(p)]
+
+    def spot_classes(self) -> list[tuple[float, str]]:
+        """(guarantee class, spot QOS) of every spot QOS of the cluster."""
+        pools: list[str | None] = [*self.pool_names()] or [None]
+        return [(c, q) for p in pools for c, q in zip(self.classes, self.spot_qos_of(p),
+                                                        strict=True)]
+
+    def pool_names(self) -> list[str]:
+        return [p for p, _ in self.pools]
+
+    def _check_pool(self, pool: str | None) -> str | None:
+        if not self.pools:
+            return None
+        if pool not in self.pool_names():
+            raise GfsError(f"pool {pool!r}: the cluster has pools {', '.join(self.pool_names())}")
+        return pool
+
+    def spot_qos_of(self, pool: str | None) -> list[str]:
+        """The spot QOS (one per class) of a pool; the cluster's own without pools."""
+        p = self._check_pool(pool)
+        return [spot_qos(c, p) for c in self.classes]
+
+    def partition(self, pool: str | None) -> str:
+        return partition_of(self._check_pool(pool))
+
+    def nodes_of(self, pool: str | None) -> list[str]:
+        """Node names of a pool (all nodes without pools); pools take consecutive nodes."""
+        p = self._check_pool(pool)
+        if p is None:
+            return self.node_names()
+        first = 1
+        for name, n in self.pools:
+            if name == p:
+                return [f"n{i}" for i in range(first, first + n)]
+            first += n
+        raise AssertionError(p)
 
     @property
     def total_gpus(self) -> int:
@@ -142,6 +227,7 @@ class ClusterSpec:
     def from_json(cls, text: str) -> ClusterSpec:
         data = json.loads(text)
         data["classes"] = tuple(data.get("classes", (1.0,)))
+        data["pools"] = tuple((str(p), int(n)) for p, n in data.get("pools", ()))
         return cls(**data)
 
     def same_cluster(self, other: ClusterSpec) -> bool:
@@ -177,19 +263,48 @@ def _render(name: str, values: dict[str, object]) -> str:
         raise GfsError(f"template {path}: unknown placeholder {exc}") from None
 
 
+def _range(names: list[str]) -> str:
+    """n1..nK → ``n[1-K]`` (consecutive numbers, as `nodes_of` gives them)."""
+    nums = [int(n[1:]) for n in names]
+    return names[0] if len(nums) == 1 else f"n[{nums[0]}-{nums[-1]}]"
+
+
 def render_configs(spec: ClusterSpec, db_password: str) -> dict[str, str]:
-    """File name (relative to the private folder) → content."""
+    """File name (relative to the private folder) → content.
+
+    With pools, node GRES are typed (``gpu:a100:8``) and each pool is its own partition: a
+    partition is what a job names to land on one GPU type, and Slurm 22.05 counts an untyped
+    ``--gpus-per-task`` request against ``gres/gpu`` — the TRES the spot QOS limit — whatever
+    the type, so jobs need no typed request and the per-pool quota is a per-pool QOS."""
+    gres = {n: f"gpu:{spec.gpus}" for n in spec.node_names()}
+    for p in spec.pool_names():
+        for n in spec.nodes_of(p):
+            gres[n] = f"gpu:{pool_tag(p)}:{spec.gpus}"
     node_lines = "\n".join(
         f"NodeName={n} NodeHostname={spec.host} NodeAddr=127.0.0.1 Port={spec.node_port(i)} "
-        f"CPUs={spec.cpus} RealMemory=1024 Gres=gpu:{spec.gpus} State=UNKNOWN"
+        f"CPUs={spec.cpus} RealMemory=1024 Gres={gres[n]} State=UNKNOWN"
         for i, n in enumerate(spec.node_names(), start=1))
+    dev = f"{spec.root}/dev/gpu[0-{spec.gpus - 1}]"
+    if spec.pools:
+        gres_lines = "\n".join(
+            f"NodeName={_range(spec.nodes_of(p))} Name=gpu Type={pool_tag(p)} File={dev}"
+            for p in spec.pool_names())
+        partition_lines = "\n".join(
+            f"PartitionName={spec.partition(p)} Nodes={_range(spec.nodes_of(p))} "
+            f"Default={'YES' if i == 0 else 'NO'} MaxTime=INFINITE State=UP"
+            for i, p in enumerate(spec.pool_names()))
+    else:
+        gres_lines = f"NodeName={spec.node_range} Name=gpu File={dev}"
+        partition_lines = (f"PartitionName={DEFAULT_PARTITION} Nodes={spec.node_range} "
+                           "Default=YES MaxTime=INFINITE State=UP")
     values: dict[str, object] = {
         "cluster": spec.cluster, "host": spec.host, "dir": spec.root, "ctld_port": spec.ctld_port,
         "dbd_port": spec.dbd_port, "db_port": spec.db_port, "munge_socket": spec.munge_socket,
         "cred_expire": spec.cred_expire, "sched_interval": spec.sched_interval,
         "sched_min_interval_us": spec.sched_min_interval_us,
         "node_lines": node_lines, "node_range": spec.node_range, "last_gpu": spec.gpus - 1,
-        "db_password": db_password,
+        "db_password": db_password, "gres_lines": gres_lines,
+        "partition_lines": partition_lines,
     }
     return {
         "etc/slurm.conf": _render("slurm.conf.in", values),

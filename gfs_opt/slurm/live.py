@@ -68,8 +68,8 @@ def gres_count(text: str) -> int:
 
 
 def guarantee_of(qos: str) -> float | None:
-    """``spot-1h`` → 1.0; anything else → None."""
-    m = re.fullmatch(r"spot-([0-9.]+)h", qos or "")
+    """``spot-1h`` (or a pool's ``spot-1h-a100``) → 1.0; anything else → None."""
+    m = re.fullmatch(r"spot-([0-9.]+)h(?:-[a-z0-9]+)?", qos or "")
     return float(m.group(1)) if m else None
 
 
@@ -96,6 +96,7 @@ class LiveJob:
     workers: int
     alloc: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)  # node, GPU indices
     time_limit_s: float = 0.0
+    partition: str = ""
 
     @property
     def cls(self) -> JobClass | None:
@@ -140,7 +141,8 @@ class LiveJob:
             start=float(d.get("start_time") or 0),      # type: ignore[arg-type]
             restarts=int(d.get("restart_cnt") or 0),    # type: ignore[call-overload]
             g=max(g, 1) * MILLI, workers=max(w, 0), alloc=alloc,
-            time_limit_s=60.0 * float(limit) if isinstance(limit, int | float) else 0.0)
+            time_limit_s=60.0 * float(limit) if isinstance(limit, int | float) else 0.0,
+            partition=str(d.get("partition") or ""))
 
 
 def parse_jobs(records: Iterable[Mapping[str, object]]) -> list[LiveJob]:

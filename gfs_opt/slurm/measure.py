@@ -201,6 +201,9 @@ def measure(spec: ClusterSpec, out: Path, repeats: int = 3, probes: tuple[str, .
         raise GfsError(f"--probes: unknown {bad}; choose from {', '.join(PROBES)}")
     if repeats < 1:
         raise GfsError(f"--repeats must be ≥ 1, got {repeats}")
+    if spec.pools:
+        raise GfsError("`slurm measure` probes a single-pool cluster (partition gpu): run "
+                       "`gfs-opt slurm up` without --pools")
     client = SlurmClient(spec)
     if not client.ping():
         raise GfsError(f"no slurmctld answers for {spec.dir}: run `gfs-opt slurm up` first")

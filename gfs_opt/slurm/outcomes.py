@@ -157,7 +157,7 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
     rec = Recorder(state, params, plan.t0, plan.t1, sample_s)
     jobs = plan.jobs.set_index("job_id")
     rows = []
-    segments: list[tuple[float, float, bool, int]] = []      # start, end, hp, milli
+    segments: list[tuple[float, float, bool, int, int]] = []  # start, end, hp, milli, pool index
     exempt_evictions = 0
     launch_lag: list[float] = []
     evicted_by: Counter[str] = Counter()
@@ -166,6 +166,7 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
     for o in outcomes:
         j = jobs.loc[o.trace_id]
         hp = j["cls"] == "HP"
+        pool = str(j["pool"]) if plan.pool_nodes else plan.pool
         demand = int(j["g"]) * int(j["workers"])
         window = float(j["guarantee_h"]) * 3600.0
         submit = float(j["submit"])
@@ -183,7 +184,7 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
             if math.isnan(first_start):
                 first_start = s
             held += demand / MILLI * max(0.0, e - s)
-            segments.append((s, e, bool(hp), demand))
+            segments.append((s, e, bool(hp), demand, state.pool_index[pool]))
             length = max(0.0, e - s)
             if r.how == "done":
                 end = e
@@ -208,10 +209,10 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
         if o.status == "pending":
             qt += t_end - queued_since
         for _ in range(ok):
-            rec.window(t_end, plan.pool, True)
+            rec.window(t_end, pool, True)
         for _ in range(failed):
-            rec.window(t_end, plan.pool, False)
-        rows.append((o.trace_id, j["cls"], plan.pool, str(j["org"]), int(j["g"]) / MILLI,
+            rec.window(t_end, pool, False)
+        rows.append((o.trace_id, j["cls"], pool, str(j["org"]), int(j["g"]) / MILLI,
                      int(j["workers"]), submit, float(j["duration"]), float(j["guarantee_h"]),
                      first_start, end, qt, end - submit if o.status == "done" else math.nan,
                      evictions, 0, ok, failed, lost, held, o.status))
@@ -220,7 +221,7 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
         "guarantee_h", "first_start", "end", "jqt", "jct", "evictions", "requeues",
         "windows_ok", "windows_failed", "lost_gpu_s", "held_gpu_s", "status"])
     rec.end_time = t_end
-    _sample(rec, segments, plan.t0, min(plan.t1, t_end), sample_s)
+    _sample(rec, segments, plan.t0, min(plan.t1, t_end), sample_s, len(state.pools))
     checks = {
         "jobs_planned": len(outcomes),
         "jobs_submitted": sum(o.slurm_id is not None for o in outcomes),
@@ -247,21 +248,21 @@ def to_recorder(plan: ReplayPlan, outcomes: list[JobOutcome], clock: TraceClock,
     return RealRun(rec, rec.jobs, checks, pd.DataFrame(eviction_rows, columns=EVICTION_COLUMNS))
 
 
-def _sample(rec: Recorder, segments: list[tuple[float, float, bool, int]], lo: float, hi: float,
-            step: float) -> None:
+def _sample(rec: Recorder, segments: list[tuple[float, float, bool, int, int]], lo: float,
+            hi: float, step: float, pools: int = 1) -> None:
     times = np.arange(lo, hi, step)
-    used = np.zeros(len(times), dtype=np.int64)
-    hp = np.zeros(len(times), dtype=np.int64)
-    for s, e, is_hp, m in segments:
+    used = np.zeros((len(times), pools), dtype=np.int64)
+    hp = np.zeros((len(times), pools), dtype=np.int64)
+    for s, e, is_hp, m, p in segments:
         a, b = np.searchsorted(times, s, "left"), np.searchsorted(times, e, "left")
-        used[a:b] += m
+        used[a:b, p] += m
         if is_hp:
-            hp[a:b] += m
+            hp[a:b, p] += m
     for i, t in enumerate(times):
         rec.sample_t.append(float(t))
-        rec.sample_used.append(np.array([used[i]], dtype=np.int64))
-        rec.sample_hp.append(np.array([hp[i]], dtype=np.int64))
-        rec.sample_lp.append(np.array([used[i] - hp[i]], dtype=np.int64))
+        rec.sample_used.append(used[i].copy())
+        rec.sample_hp.append(hp[i].copy())
+        rec.sample_lp.append(used[i] - hp[i])
 
 
 def quota_admissions(plan: ReplayPlan, outcomes: list[JobOutcome], quota_log: pd.DataFrame,
@@ -282,7 +283,7 @@ def quota_admissions(plan: ReplayPlan, outcomes: list[JobOutcome], quota_log: pd
         j = jobs.loc[o.trace_id]
         if j["cls"] == "HP":
             continue
-        q = spot_qos(float(j["guarantee_h"]))
+        q = spot_qos(float(j["guarantee_h"]), plan.pool_key(str(j["pool"])))
         for r in o.runs:
             # Slurm's own (whole-second) times on both ends, so a job that starts in the
             # second another one ended is not counted as overlapping it

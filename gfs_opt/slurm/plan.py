@@ -35,6 +35,17 @@ class ReplayPlan:
     gpus: int
     history: pd.DataFrame            # hourly HP usage before t0 (forecaster warm-up)
     notes: list[str] = field(default_factory=list)
+    #: (pool, nodes) of a cluster with `--pools` (jobs go to their pool's partition and spot
+    #: QOS); empty: the single-pool cluster, every job in partition `gpu`
+    pool_nodes: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def pools(self) -> tuple[str, ...]:
+        return tuple(p for p, _ in self.pool_nodes) if self.pool_nodes else (self.pool,)
+
+    def pool_key(self, pool: str) -> str | None:
+        """The pool as the Slurm names take it (`layout.spot_qos`, `partition_of`)."""
+        return pool if self.pool_nodes else None
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -49,7 +60,9 @@ class ReplayPlan:
         j = self.jobs
         hp = int((j["cls"] == "HP").sum())
         res = int(j["resident"].sum()) if "resident" in j else 0
-        return (f"{self.source} pool {self.pool}: slice [{self.t0:.0f}, {self.t1:.0f}) s "
+        where = (f"pool {self.pool}" if not self.pool_nodes else "pools " + " + ".join(
+            f"{p} ({n} nodes, {int((j['pool'] == p).sum())} jobs)" for p, n in self.pool_nodes))
+        return (f"{self.source} {where}: slice [{self.t0:.0f}, {self.t1:.0f}) s "
                 f"({(self.t1 - self.t0) / 3600:.1f} h), {len(j)} jobs ({hp} HP incl. {res} "
                 f"carried-in, {len(j) - hp} LP) on {self.nodes} × {self.gpus} GPUs")
 
@@ -64,7 +77,18 @@ def account_of(org: str) -> str:
 
 def build_plan(source: str, window: tuple[str | float, str | float], nodes: int, gpus: int,
                pool: str | None = None, classes: tuple[float, ...] = (1.0,), lp_load: float = 1.0,
-               seed: int = 0, max_jobs: int | None = None) -> ReplayPlan:
+               seed: int = 0, max_jobs: int | None = None,
+               pools: tuple[tuple[str, int], ...] = ()) -> ReplayPlan:
+    """``pools``: (trace pool, emulated nodes) of a cluster with `--pools` — every listed pool
+    is kept, on its own nodes (consecutive, as `ClusterSpec.nodes_of` numbers them)."""
+    if pools:
+        if pool is not None:
+            raise GfsError("--pool picks one pool of a single-pool cluster; this cluster has "
+                           f"--pools {','.join(p for p, _ in pools)}")
+        if sum(n for _, n in pools) != nodes:
+            raise GfsError(f"--pools has {sum(n for _, n in pools)} nodes, the cluster {nodes}")
+        if source == demo.NAME:
+            raise GfsError("the demo trace has one pool: replay a trace with the cluster's pools")
 
     if source == demo.NAME:
         full = demo.demo_trace(nodes, gpus, seed)
@@ -76,17 +100,28 @@ def build_plan(source: str, window: tuple[str | float, str | float], nodes: int,
     if t1 <= t0:
         raise GfsError(f"--window end {window[1]} is not after its start {window[0]}")
     caps = full.nodes.groupby("pool")["gpus"].sum().sort_values(ascending=False)
-    if pool is None:
+    unknown = [p for p, _ in pools if p not in caps.index]
+    if unknown:
+        raise GfsError(f"--pools {unknown}: the trace has pools {', '.join(map(str, caps.index))}")
+    names = [p for p, _ in pools]
+    if pools:
+        pool = names[0]
+    elif pool is None:
         pool = str(caps.index[0])
     elif pool not in caps.index:
         raise GfsError(f"--pool {pool!r}: the trace has pools {', '.join(map(str, caps.index))}")
-    notes = [f"pool {pool} ({int(caps[pool])} GPUs in the trace) on {nodes} × {gpus} emulated GPUs"]
+    notes = ([f"pool {pool} ({int(caps[pool])} GPUs in the trace) on {nodes} × {gpus} emulated "
+              "GPUs"] if not pools else
+             [f"pool {p} ({int(caps[p])} GPUs in the trace) on {n} × {gpus} emulated GPUs"
+              for p, n in pools])
+    names = names or [pool]
     # tenants are Slurm accounts from here on, in the simulator too, so the forecaster's series
     # ("pool|account") are named alike whether the live controller or the simulator feeds them
     full = Trace(full.nodes, full.jobs.assign(org=full.jobs["org"].map(account_of)), full.origin,
                  full.name, full.notes)
-    history = hp_history(full.select(pools=[pool]), t0, pool)
-    tr = full.select(pools=[pool]).replay_from(t0)
+    kept = full.select(pools=names)
+    history = pd.concat([hp_history(kept, t0, p) for p in names], ignore_index=True)
+    tr = kept.replay_from(t0)
     try:
         tr = tr.select(lp_window=(t0, t1), lp_load=lp_load, seed=seed)
     except ValueError as exc:
@@ -99,7 +134,8 @@ def build_plan(source: str, window: tuple[str | float, str | float], nodes: int,
     if frac.any():
         notes.append(f"{int(frac.sum())} fractional-GPU request(s) rounded up to 1 GPU")
         jobs.loc[frac, "g"] = MILLI
-    too_big = (jobs["g"] > gpus * MILLI) | (jobs["g"] * jobs["workers"] > nodes * gpus * MILLI)
+    pool_size = jobs["pool"].map(dict(pools) if pools else {pool: nodes})
+    too_big = (jobs["g"] > gpus * MILLI) | (jobs["g"] * jobs["workers"] > pool_size * gpus * MILLI)
     if too_big.any():
         notes.append(f"{int(too_big.sum())} job(s) larger than the emulated cluster dropped")
         jobs = jobs[~too_big]
@@ -111,9 +147,12 @@ def build_plan(source: str, window: tuple[str | float, str | float], nodes: int,
             notes.append(f"kept the first {max_jobs} of {len(jobs)} jobs")
             jobs = jobs.iloc[:max_jobs]
     if jobs.empty:
-        raise GfsError(f"no jobs of pool {pool} in the slice [{window[0]}, {window[1]})")
+        raise GfsError(f"no jobs of pool(s) {', '.join(names)} in the slice "
+                       f"[{window[0]}, {window[1]})")
+    node_pool = [p for p, n in (pools or ((pool, nodes),)) for _ in range(n)]
     node_frame = pd.DataFrame({"node_name": [f"n{i}" for i in range(1, nodes + 1)],
-                               "pool": pool, "gpus": gpus, "cpus": 16.0})
+                               "pool": node_pool, "gpus": gpus, "cpus": 16.0})
     trace = Trace(node_frame, jobs.reset_index(drop=True), full.origin, full.name,
                   [*tr.notes, *notes])
-    return ReplayPlan(trace, float(t0), float(t1), pool, source, nodes, gpus, history, notes)
+    return ReplayPlan(trace, float(t0), float(t1), pool, source, nodes, gpus, history, notes,
+                      tuple(pools))

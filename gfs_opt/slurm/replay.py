@@ -32,7 +32,7 @@ from gfs_opt.slurm import payload as payload_module
 from gfs_opt.slurm.client import SlurmClient, SlurmError
 from gfs_opt.slurm.clock import TraceClock
 from gfs_opt.slurm.cluster import configure_qos, ensure_accounts
-from gfs_opt.slurm.layout import HP_QOS, ClusterSpec, spot_qos
+from gfs_opt.slurm.layout import HP_QOS, ClusterSpec, partition_of, pool_tag, spot_qos
 from gfs_opt.slurm.outcomes import collect, real_summary, real_tables, to_recorder
 from gfs_opt.slurm.plan import ReplayPlan, account_of
 
@@ -91,7 +91,9 @@ def batch_script() -> str:
 def sbatch_options(job: pd.Series, plan: ReplayPlan, speedup: float, params: Params,
                    state_dir: Path) -> list[str]:
     hp = job["cls"] == "HP"
-    qos = HP_QOS if hp else spot_qos(float(job["guarantee_h"]))
+    # with pools, a job goes to its pool's partition and (spot) its pool's QOS; HP QOS are shared
+    key = plan.pool_key(str(job["pool"]))
+    qos = HP_QOS if hp else spot_qos(float(job["guarantee_h"]), key)
     work = float(job["duration"]) / speedup
     g = int(job["g"]) // MILLI
     w = int(job["workers"])
@@ -101,7 +103,7 @@ def sbatch_options(job: pd.Series, plan: ReplayPlan, speedup: float, params: Par
     env = (f"GFS_WORK={work:.3f},GFS_WINDOW={window:.3f},GFS_OVERHEAD={overhead:.3f},"
            f"GFS_STATE={state_dir}")
     return [f"--job-name=gfs-{int(job['job_id'])}", f"--account={account_of(job['org'])}",
-            f"--qos={qos}", "--partition=gpu", f"--ntasks={w}", f"--gpus-per-task={g}",
+            f"--qos={qos}", f"--partition={partition_of(key)}", f"--ntasks={w}", f"--gpus-per-task={g}",
             "--cpus-per-task=1", f"--time={minutes}", "--requeue", "--output=/dev/null",
             f"--export={env}"]
 
@@ -117,13 +119,18 @@ def _active(records: list[dict[str, Any]], ids: set[int]) -> list[int]:
 
 
 class ControllerProcess:
-    """The controller as a child process, stopped by its PID."""
+    """The controller as a child process, stopped by its PID. With pools, one per pool (the
+    simulator's GFS decides each pool alone too: quota, η and victims are per pool)."""
 
-    def __init__(self, spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path) -> None:
-        self.log = out / "controller.jsonl"
+    def __init__(self, spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
+                 pool: str | None = None) -> None:
+        pool = plan.pool if pool is None else pool
+        self.pool = pool
+        name = "controller" if not plan.pool_nodes else f"controller-{pool_tag(pool)}"
+        self.log = out / f"{name}.jsonl"
         self.log.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "gfs_opt.cli", "slurm", "controller", "--dir", spec.dir,
-                "--pool", plan.pool, "--speedup", f"{cfg.speedup:g}", "--t0", f"{plan.t0:.0f}",
+                "--pool", pool, "--speedup", f"{cfg.speedup:g}", "--t0", f"{plan.t0:.0f}",
                 "--eval-end", f"{plan.t1:.0f}", "--clock", str(out / "clock.json"),
                 "--history", str(out / "history.csv"), "--log", str(self.log),
                 "--origin", str(plan.trace.origin), "--forecaster", cfg.forecaster,
@@ -135,10 +142,10 @@ class ControllerProcess:
             argv.append("--exact")
         if not cfg.protect_windows:
             argv.append("--soft-guarantee")
-        self.stdout = open(out / "controller.out", "w")   # noqa: SIM115
+        self.stdout = open(out / f"{name}.out", "w")   # noqa: SIM115
         self.proc = subprocess.Popen(argv, stdout=self.stdout, stderr=subprocess.STDOUT,
                                      env=dict(os.environ), start_new_session=True)
-        (out / "controller.pid").write_text(str(self.proc.pid))
+        (out / f"{name}.pid").write_text(str(self.proc.pid))
 
     def actions(self) -> list[dict[str, Any]]:
         if not self.log.exists():
@@ -192,9 +199,10 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
     client = SlurmClient(spec)
     if not client.ping():
         raise GfsError(f"no slurmctld answers for {spec.dir}: run `gfs-opt slurm up` first")
-    if (spec.nodes, spec.gpus) != (plan.nodes, plan.gpus):
-        raise GfsError(f"the plan is for {plan.nodes} × {plan.gpus} GPUs but the cluster has "
-                       f"{spec.nodes} × {spec.gpus}: pass --nodes/--gpus or restart the cluster")
+    if (spec.nodes, spec.gpus, tuple(spec.pools)) != (plan.nodes, plan.gpus, plan.pool_nodes):
+        raise GfsError(f"the plan is for {plan.nodes} × {plan.gpus} GPUs "
+                       f"{dict(plan.pool_nodes) or ''} but the cluster has {spec.nodes} × "
+                       f"{spec.gpus} {dict(spec.pools) or ''}: restart the cluster")
     classes = tuple(sorted({float(c) for c in plan.jobs.loc[plan.jobs["cls"] == "LP",
                                                              "guarantee_h"]}))
     missing = [c for c in classes if c not in spec.classes]
@@ -205,7 +213,7 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
     busy = _active(client.jobs(), {int(j["job_id"]) for j in client.jobs()})
     if busy:
         raise GfsError(f"the cluster already runs {len(busy)} job(s): cancel them first "
-                       f"(scancel --partition=gpu with SLURM_CONF={spec.conf})")
+                       f"(scancel with SLURM_CONF={spec.conf})")
     out.mkdir(parents=True, exist_ok=True)
     state_dir = out / "runs"
     state_dir.mkdir(exist_ok=True)
@@ -223,14 +231,17 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
         client.set_gpu_limit(q, None)
     timings["setup_s"] = time.perf_counter() - t
     plan.history.to_csv(out / "history.csv", index=False)
-    ctl = None
+    ctls: list[ControllerProcess] = []
     if cfg.policy == "gfs":
         t = time.perf_counter()
-        ctl = ControllerProcess(spec, plan, cfg, out)
         try:
-            ctl.wait_ready(cfg.warmup_timeout_s)
+            for pool in (plan.pools if plan.pool_nodes else (plan.pool,)):
+                ctls.append(ControllerProcess(spec, plan, cfg, out, pool))
+            for c in ctls:
+                c.wait_ready(cfg.warmup_timeout_s)
         except BaseException:
-            ctl.stop()
+            for c in ctls:
+                c.stop()
             raise
         timings["controller_warmup_s"] = time.perf_counter() - t
     clock = TraceClock(time.time() + cfg.lead_s, plan.t0, cfg.speedup)
@@ -269,8 +280,8 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
         timings["drain_s"] = time.perf_counter() - t_drain
         cutoff = time.time()
     finally:
-        if ctl is not None:
-            ctl.stop()
+        for c in ctls:
+            c.stop()
         client.cancel_all()
     t = time.perf_counter()
     ids = set(slurm_ids.values())
@@ -281,8 +292,9 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
     sacct = client.accounting(sorted(ids)) if ids else []
     (out / "sacct.json").write_text(json.dumps(sacct))   # raw records: outcomes can be recomputed
     outcomes = collect(plan, slurm_ids, sacct, state_dir, cutoff)
-    actions = ctl.actions() if ctl is not None else []
-    qlog = quota_log(actions, clock, plan.pool) if ctl is not None else None
+    actions = [a for c in ctls for a in c.actions()]
+    qlog = (pd.concat([quota_log(c.actions(), clock, c.pool) for c in ctls], ignore_index=True)
+            if ctls else None)
     real = to_recorder(plan, outcomes, clock, cutoff, params, qlog)
     timings["collect_s"] = time.perf_counter() - t
     timings["wall_s"] = time.perf_counter() - t_begin
@@ -291,10 +303,10 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
     summary = real_summary(real)
     summary.update({
         "policy": f"slurm:{cfg.policy}", "policy_options": {
-            "speedup": cfg.speedup, "forecaster": cfg.forecaster if ctl else None,
+            "speedup": cfg.speedup, "forecaster": cfg.forecaster if ctls else None,
             "exact": cfg.exact, "protect_windows": cfg.protect_windows,
             "exempt_margin_s": margin,
-            "net_after_s": cfg.net_after_s if ctl else None,
+            "net_after_s": cfg.net_after_s if ctls else None,
             "refresh_s": cfg.refresh_s, "poll_s": cfg.poll_s},
         "wall_s": timings["wall_s"], "events": 0, "events_per_s": 0.0,
         "trace_notes": plan.trace.notes, "submit_errors": errors,
@@ -304,6 +316,8 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
         "drain_trace_s": cfg.drain_s, "cutoff_t": clock.trace(cutoff),
         "cluster_nodes": spec.nodes, "cluster_gpus_per_node": spec.gpus,
         "guarantee_classes": list(spec.classes),
+        "cluster_pools": [list(p) for p in spec.pools],
+        "controllers": len(ctls),
     })
     write_outputs(out, plan, cfg, real, summary, qlog, slurm_ids)
     return ReplayResult(summary, out, timings)
@@ -333,7 +347,7 @@ def write_outputs(out: Path, plan: ReplayPlan, cfg: ReplayConfig, real: Any,
                                "class_h": qlog["qos"].str.extract(r"spot-([0-9.]+)h")[0].astype(float),
                                "quota_gpus": qlog["limit"]})
     spec = RunSpec(trace=plan.source, policy=f"slurm:{cfg.policy}",
-                   window=(plan.t0, plan.t1), pools=(plan.pool,),
+                   window=(plan.t0, plan.t1), pools=plan.pools,
                    params={"rho": cfg.rho, "quota_refresh_s": cfg.refresh_s})
     RunOutput(spec, summary, pc, pp, ts, real.jobs, quotas, summary["wall_s"], 0).write(out)
     real.evictions.to_csv(out / "evictions.csv", index=False)
