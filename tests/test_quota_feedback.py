@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gfs_opt.experiments.feedback_plot import feedback_over_time, save_feedback_plot
+from gfs_opt.experiments.feedback_plot import feedback_over_time, plot_feedback
 from gfs_opt.experiments.reproduce.plan import load_run
 from gfs_opt.experiments.runner import RunOutput, RunSpec, run
 from gfs_opt.model import Params
@@ -60,7 +60,8 @@ def test_feedback_is_written_reloaded_and_plotted(gfs_small: RunOutput, tmp_path
     sums = feedback_over_time(gfs_small.feedback, start)
     assert len(sums) == gfs_small.feedback["t"].nunique()
     assert sums["hours"].min() < 0 <= sums["hours"].max()    # the day before the window too
-    png = save_feedback_plot(gfs_small.feedback, start, "gfs", tmp_path / "fb.png")
+    png = tmp_path / "fb.png"
+    plot_feedback(gfs_small.feedback, start, "gfs").savefig(png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from gfs_opt.experiments.feedback_plot import save_feedback_plot
+from gfs_opt.experiments.feedback_plot import plot_feedback
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.sweep.engines import ignore_sigint, terminate_pool, worker_context
 from gfs_opt.model import Params
@@ -282,10 +282,10 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path,
         # why each quota moved (policies with a spot quota only)
         for pol, o in by_pol.items():
             if feedback and o.feedback is not None and len(o.feedback):
-                written.append(save_feedback_plot(
-                    o.feedback, float(o.summary["window"][0]),
-                    f"{pol}, {load} load: η, quota and eviction rate",
-                    out / f"quota_feedback_{load}_{pol}.png", Params(**o.spec.params)))
+                fig = plot_feedback(o.feedback, float(o.summary["window"][0]),
+                                    f"{pol}, {load} load: η, quota and eviction rate",
+                                    Params(**o.spec.params))
+                written.append(_save(fig, out / f"quota_feedback_{load}_{pol}.png"))
     return written
 
 

@@ -12,7 +12,6 @@ Reads a run's quota feedback table (`gfs_opt.sim.recorder.FEEDBACK_COLUMNS`, wri
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -77,14 +76,3 @@ def plot_feedback(fb: pd.DataFrame, start: float, title: str,
     ax_er.legend(loc="upper left", fontsize=7, ncols=3)
     fig.suptitle(title)
     return fig
-
-
-def save_feedback_plot(fb: pd.DataFrame, start: float, title: str, path: Path,
-                       params: Params | None = None) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig = plot_feedback(fb, start, title, params)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

@@ -43,7 +43,7 @@ from gfs_opt.sim.causes import EvictionCause, eviction_causes
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
 from gfs_opt.sim.recorder import Recorder
-from gfs_opt.sim.slurm_model import SlurmModel, worker_gpus
+from gfs_opt.sim.slurm_model import SlurmModel, lp_gpus_held
 from gfs_opt.sim.slurm_model import schedule as slurm_schedule
 from gfs_opt.traces.base import Trace
 
@@ -142,8 +142,8 @@ class Simulator:
         self.hp_q = PendingQueue(JobClass.HP)
         self.lp_q = PendingQueue(JobClass.LP)
         self.pool_status = {p: PoolStatus() for p in self.state.pools}
-        # window outcomes (t, ok, quota-attributable) of the last H hours and of the η rule's
-        # longer window, with their counts of successes and of attributable failures
+        # window outcomes (t, ok, quota-attributable) of the last H hours, with their counts of
+        # successes and of attributable failures
         self.recent: dict[str, deque[tuple[float, bool, bool]]] = {
             p: deque() for p in self.state.pools}
         self._recent_ok = dict.fromkeys(self.state.pools, 0)
@@ -535,13 +535,18 @@ class Simulator:
             qs = [q for d in classes if (q := self.quotas.get((pool, d))) is not None]
             if not qs:
                 continue
-            fc = self.forecasts.get(pool)
-            plan = (float(demand_bound(fc, self.params.rho, st.eta)[0])
-                    if fc is not None and len(fc.mean) else math.nan)
             self.recorder.feedback(
-                t, pool, st.eta, st.recent_failed + st.recent_succeeded, st.recent_failed,
-                st.recent_failed_quota, st.eta_windows, st.eta_failed_quota, (max(qs), min(qs)),
-                max((self.reserves.get((pool, d), 0) for d in classes), default=0), plan)
+                t, pool, st, (max(qs), min(qs)),
+                max((self.reserves.get((pool, d), 0) for d in classes), default=0),
+                self._plan_gpus(pool))
+
+    def _plan_gpus(self, pool: str) -> float:
+        """The plan U_0 = μ_0 + z_ρ·σ_0/η the pool's quota is set for (GPUs), NaN without a
+        forecast."""
+        fc = self.forecasts.get(pool)
+        if fc is None or len(fc.mean) == 0:
+            return math.nan
+        return float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
 
     def _attribution(self, d: Decision, planned: bool) -> dict[str, tuple[bool, float, float]]:
         """Per pool with victims in ``d``: (whether its evictions are the quota's to answer for,
@@ -563,12 +568,8 @@ class Simulator:
                     hp_after[job.pool] += job.demand
         out: dict[str, tuple[bool, float, float]] = {}
         for pool, hp in hp_after.items():
-            fc = self.forecasts.get(pool)
-            if fc is None or len(fc.mean) == 0:
-                out[pool] = (True, hp / MILLI, math.nan)
-                continue
-            plan = float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
-            out[pool] = (hp > plan * MILLI, hp / MILLI, plan)
+            plan = self._plan_gpus(pool)
+            out[pool] = (math.isnan(plan) or hp > plan * MILLI, hp / MILLI, plan)
         return out
 
     def check_invariants(self, t: float) -> None:
@@ -684,11 +685,7 @@ class Simulator:
         of the other classes hold; it reaches slurmctld ``quota_delay`` later (the first one is
         set before any job arrives, as the controller's warm-up does)."""
         assert self.slurm is not None
-        held: dict[tuple[str, float], int] = {}
-        for rj in self.running.values():
-            if not rj.job.is_hp:
-                key = (rj.job.pool, rj.job.guarantee_h)
-                held[key] = held.get(key, 0) + worker_gpus(rj.job) * rj.job.workers
+        held = lp_gpus_held(self.running)
         limits = {}
         for (pool, d), q in self.quotas.items():
             others = sum(g for (p, c), g in held.items() if p == pool and c != d)

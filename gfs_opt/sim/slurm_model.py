@@ -152,6 +152,17 @@ def earliest_fit(now: float, free: dict[int, int], releases: list[tuple[float, i
     return None
 
 
+def lp_gpus_held(running: Mapping[int, RunningJob]) -> dict[tuple[str, float], int]:
+    """Whole GPUs the running LP jobs hold per (pool, guarantee class): what each spot QOS's
+    ``GrpTRES`` counts."""
+    held: dict[tuple[str, float], int] = {}
+    for rj in running.values():
+        if not rj.job.is_hp:
+            key = (rj.job.pool, rj.job.guarantee_h)
+            held[key] = held.get(key, 0) + worker_gpus(rj.job) * rj.job.workers
+    return held
+
+
 def schedule(model: SlurmModel, params: Params, state: ClusterState, jobs: Mapping[int, Job],
              running: Mapping[int, RunningJob], queued_since: Mapping[int, float],
              limits: Mapping[tuple[str, float], int], t: float) -> list[tuple[int, Placement]]:
@@ -159,11 +170,7 @@ def schedule(model: SlurmModel, params: Params, state: ClusterState, jobs: Mappi
     loop, then backfill (see the module's doc). ``limits``: the ``GrpTRES`` in force per (pool,
     guarantee class), GPUs; reads ``state`` and ``running`` only, as they were before the pass."""
     order = sorted(queued_since, key=lambda j: (not jobs[j].is_hp, queued_since[j], j))
-    lp_held: dict[tuple[str, float], int] = {}
-    for rj in running.values():
-        if not rj.job.is_hp:
-            key = (rj.job.pool, rj.job.guarantee_h)
-            lp_held[key] = lp_held.get(key, 0) + worker_gpus(rj.job) * rj.job.workers
+    lp_held = lp_gpus_held(running)
     free: dict[int, list[int]] = {}
     pool_nodes: dict[str, list[int]] = {}
     for pool in state.pools:
