@@ -84,6 +84,12 @@ def rule_quotas(rnd: Round, eta: Mapping[str, float] | None = None, *,
 ETA_RULES = ("attributable", "paper")
 
 
+def check_eta_rule(rule: str) -> None:
+    """ValueError unless ``rule`` is one of `ETA_RULES`."""
+    if rule not in ETA_RULES:
+        raise ValueError(f"unknown η rule {rule!r}; expected one of {', '.join(ETA_RULES)}")
+
+
 def update_eta(status: PoolStatus, params: Params, quota_wait: float | None,
                rule: str = "paper") -> float:
     """η feedback (GFS-SPEC §2.2 step 4); ``rule="attributable"`` is GFS's rule in gfs_opt
@@ -101,10 +107,9 @@ def update_eta(status: PoolStatus, params: Params, quota_wait: float | None,
     eta = status.eta
     if params.eta_static:
         return eta
+    check_eta_rule(rule)
     if rule == "attributable":
         return _attributable_eta(status, params, quota_wait)
-    if rule != "paper":
-        raise ValueError(f"unknown η rule {rule!r}; expected one of {', '.join(ETA_RULES)}")
     windows = status.recent_failed + status.recent_succeeded
     if windows == 0 and quota_wait is None:
         return eta

@@ -19,7 +19,7 @@ from typing import Any
 from gfs_opt.forecast.provider import ForecastProvider
 from gfs_opt.model import ClusterState, Decision, Params, PoolForecast, Round, SolveReport
 from gfs_opt.quota.admission import quota_wait
-from gfs_opt.quota.rule import ETA_RULES, rule_quotas, update_eta
+from gfs_opt.quota.rule import check_eta_rule, rule_quotas, update_eta
 from gfs_opt.quota.shape import pool_reserves
 
 Quotas = dict[tuple[str, float], int]
@@ -58,8 +58,7 @@ class SpotQuota:
                  shape: bool = False, fixed_eta: float = 1.0, eta_rule: str = "paper") -> None:
         if not fixed_eta > 0:
             raise ValueError(f"a fixed η must be > 0, got {fixed_eta}")
-        if eta_rule not in ETA_RULES:
-            raise ValueError(f"unknown η rule {eta_rule!r}; expected one of {', '.join(ETA_RULES)}")
+        check_eta_rule(eta_rule)
         self.eta_rule = eta_rule
         self.forecaster = forecaster
         self.fixed_eta = float(fixed_eta)
