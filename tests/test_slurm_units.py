@@ -627,24 +627,43 @@ def test_controller_signals_every_victim_before_requeueing_and_logs_its_lateness
 
 
 def test_controller_hands_a_stuck_hp_job_to_slurms_preemption(tmp_path: Path) -> None:
-    """Slurm's preemption as a late safety net: an HP job pending past --net-after moves to QOS
-    hp-net, once; a young one, a spot job, or --no-net: nothing moves."""
+    """Slurm's preemption as a late safety net: an HP job still pending --net-after seconds after
+    the controller first found it a placement moves to QOS hp-net, once. One that waits only on
+    protected windows, a young one, a spot job, or --no-net: nothing moves."""
     now = time.time()
     recs = [squeue_record(1, "spot-1h", start=now - 10, node=n) for n in ("n1", "n2", "n3", "n4")]
     recs = [{**r, "job_id": i} for i, r in enumerate(recs, start=1)]        # all in their window
     recs += [squeue_record(5, "hp", state="PENDING", reason="Resources", submit=now - 12),
              squeue_record(6, "hp", state="PENDING", reason="Resources", submit=now - 2),
              squeue_record(7, "spot-1h", state="PENDING", reason="Resources", submit=now - 60)]
+    (tmp_path / "protected").mkdir()
+    ctl, fake = _controller(tmp_path / "protected", recs, net_after_s=0.3)
+    ctl.poll()
+    time.sleep(0.4)
+    ctl.poll()
+    # Slurm could not preempt a job inside its exempt time either; escalating would only let
+    # Slurm's event-driven pass beat the controller's poll when a protected job ends
+    assert not [c for c in fake.calls if c[0] in ("qos", "signal", "requeue")]
+    assert not _logged(tmp_path / "protected", "escalate")
+    # n4's job is past its window (60 s at ×60): job 5 has a placement; its requeue does not
+    # free the GPUs here (the canned records stay), so job 5 stays pending and is escalated
+    # once --net-after has passed since that placement
+    recs[3] = {**recs[3], "start_time": int(now - 90)}
     (tmp_path / "net").mkdir()
-    ctl, fake = _controller(tmp_path / "net", recs, net_after_s=10.0)
+    ctl, fake = _controller(tmp_path / "net", recs, net_after_s=0.3)
+    ctl.poll()
+    assert ("requeue", 4) in fake.calls and not [c for c in fake.calls if c[0] == "qos"]
+    time.sleep(0.4)
     ctl.poll()
     ctl.poll()
     assert [c for c in fake.calls if c[0] == "qos"] == [("qos", 5, "hp-net")]
-    assert not [c for c in fake.calls if c[0] in ("signal", "requeue")]     # all protected
     (esc,) = _logged(tmp_path / "net", "escalate")
-    assert esc["job"] == 5 and "hp-net" in esc["reason"]
+    assert esc["job"] == 5 and "hp-net" in esc["reason"] and "since it had a placement" in \
+        esc["reason"]
     (tmp_path / "off").mkdir()
     ctl, fake = _controller(tmp_path / "off", recs, net_after_s=None)
+    ctl.poll()
+    time.sleep(0.4)
     ctl.poll()
     assert not [c for c in fake.calls if c[0] == "qos"]
     # an escalated job is HP for the controller too (usage, forecaster)

@@ -181,8 +181,9 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
                    help="let victims come from inside their guarantee window (paper semantics; "
                         "default: never, as Slurm's PreemptExemptTime)")
     c.add_argument("--net-after", type=_positive, default=10.0,
-                   help="wall seconds an HP job may pend before it moves to QOS hp-net, the only "
-                        "one Slurm preempts for: Slurm's preemption as a late safety net (10)")
+                   help="wall seconds an HP job may pend after the controller first found it a "
+                        "placement before it moves to QOS hp-net, the only one Slurm preempts "
+                        "for: Slurm's preemption as a late safety net (10)")
     c.add_argument("--no-net", action="store_true",
                    help="never hand an HP job to Slurm's preemption")
     c.add_argument("--dry-run", action="store_true", help="decide and log, never act")
@@ -261,8 +262,8 @@ def _replay_args(p: argparse.ArgumentParser) -> None:
                         "controller's PTS victims come before Slurm's own (default 5, sized from "
                         "`slurm measure`: the controller requeues 0.5–1.5 s after a window ends)")
     p.add_argument("--net-after", type=float, default=None,
-                   help="with --policy gfs: wall seconds an HP job may pend before the controller "
-                        "hands it to Slurm's own preemption (QOS hp-net; default 10; negative: "
+                   help="with --policy gfs: wall seconds an HP job may pend after the controller "
+                        "found it a placement before it is handed to Slurm's own preemption (QOS hp-net; default 10; negative: "
                         "never)")
 
 

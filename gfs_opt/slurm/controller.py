@@ -67,9 +67,12 @@ class ControllerConfig:
     ckpt_wait_s: float = 3.0
     ckpt_dir: Path | None = None
     # Slurm's preemption as a late safety net: an HP job still pending this many wall seconds
-    # after its submission moves to QOS hp-net, the only one that preempts (None: never). Sized
-    # from measured latencies (docs/slurm-model.md): poll 1 s + decision and requeue 0.5 s +
-    # the victim's GPUs freed and the HP job started 1–2 s, doubled for a loaded host.
+    # after the controller first found it a placement (free GPUs or victims past their window)
+    # moves to QOS hp-net, the only one that preempts (None: never). Sized from measured
+    # latencies (docs/slurm-model.md): poll 1 s + decision and requeue 0.5 s + the victim's GPUs
+    # freed and the HP job started 1–2 s, doubled for a loaded host. An HP job that waits only
+    # on protected windows is not escalated: Slurm could not preempt for it either, and at the
+    # moment a protected job ends Slurm's event-driven pass would beat the controller's poll.
     net_after_s: float | None = 10.0
     duration_s: float | None = None    # wall seconds to run (None: until SIGTERM)
     origin: pd.Timestamp = ALIBABA_ORIGIN
@@ -130,6 +133,7 @@ class Controller:
         self.counts = {"polls": 0, "refreshes": 0, "requeues": 0, "quota_sets": 0,
                        "escalations": 0}
         self.escalated: set[int] = set()
+        self.placeable_since: dict[int, float] = {}   # HP job → wall time of its first placement
 
     def mine(self, jobs: list[LiveJob]) -> list[LiveJob]:
         """The jobs of this controller's pool (every job on a single-pool cluster)."""
@@ -227,7 +231,7 @@ class Controller:
         now = time.time()
         for j in jobs:
             if j.state != "PENDING" or j.qos != HP_QOS or j.job_id in self.escalated or \
-                    now - j.submit < self.cfg.net_after_s:
+                    now - self.placeable_since.get(j.job_id, now) < self.cfg.net_after_s:
                 continue
             self.escalated.add(j.job_id)
             if not self.cfg.dry_run:
@@ -238,9 +242,11 @@ class Controller:
                              job=j.job_id)
                     continue
                 self.counts["escalations"] += 1
-            self.log("escalate", f"HP job pending {now - j.submit:.1f} s (> "
-                     f"{self.cfg.net_after_s:g} s, reason {j.reason}): QOS {NET_QOS}, Slurm's "
-                     "own preemption may now requeue spot jobs past their exempt time for it",
+            self.log("escalate", f"HP job pending {now - j.submit:.1f} s, "
+                     f"{now - self.placeable_since[j.job_id]:.1f} s (> "
+                     f"{self.cfg.net_after_s:g} s) since it had a placement, reason {j.reason}: "
+                     f"QOS {NET_QOS}, Slurm's own preemption may now requeue spot jobs past their "
+                     "exempt time for it",
                      job=j.job_id, account=j.account, gpus=j.gpus, dry_run=self.cfg.dry_run)
 
     def _view(self, jobs: list[LiveJob]):
@@ -314,6 +320,9 @@ class Controller:
         if not rnd.pending_hp:
             return
         if view.opaque:
+            # no victim choice: the safety net's clock starts now
+            for h in rnd.pending_hp:
+                self.placeable_since.setdefault(h, time.time())
             self.log("skip", f"jobs {view.opaque[:5]} hold GPUs in a shape the model cannot map: "
                      "no victim choice this poll")
             return
@@ -322,6 +331,9 @@ class Controller:
         decided = time.time()
         plan = self.brain.victims(rnd, exact=self.cfg.exact, time_limit=self.cfg.time_limit,
                                   protect_windows=self.cfg.protect_windows)
+        for h in plan.placements:
+            if h in rnd.pending_hp:
+                self.placeable_since.setdefault(h, decided)
         if not plan.victims:
             return
         # guard: victims must still run the same run, in a spot QOS, outside protection
