@@ -1,0 +1,99 @@
+"""η-rule variants of issue 40, measured on the issue's cells (not part of the package).
+
+The variants live in ``growth_budget.patch`` (environment switches on top of GFS's η rule, kept
+out of the package because none of them dominated). To reproduce a row of BENCHMARKS.md,
+"η variants measured in the second session":
+
+    git apply benchmarks/eta_variants/growth_budget.patch
+    python benchmarks/eta_variants/run_variants.py '{"GFS_ETA_FLOOR1": "1"}'
+    git apply -R benchmarks/eta_variants/growth_budget.patch
+
+Switches: ``GFS_GROWTH_BUDGET=β`` with ``GFS_GROWTH_MODE`` ``step`` (η ÷ 1.5 when η's growth
+answers for more than β of the failures since η last moved: HP above the plan at the current
+η > 1 but within the plan at η = 1, counted as η's share of the overrun), ``one`` (η back to 1)
+or ``cap`` (η back to 1 and a ceiling halfway down, which ``GFS_CAP_RECOVER=r`` lets grow ×r a
+day); ``GFS_ETA_FLOOR1`` (η never below 1); ``GFS_SHRINK_MIN=f`` (one shrink at most ×f).
+Cells: Chronus MIX1 ×24 at LP loads 2 and 4 and paper-a100 at LP loads 0.5 / 1 / 2 (seeds 0–2),
+paper-a100 seeds 3–4 at load 1; ETS. Summaries are cached in ``results/eta-variants/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+CACHE = Path(__file__).resolve().parents[2] / "results" / "eta-variants"
+SWITCHES = ("GFS_GROWTH_BUDGET", "GFS_GROWTH_MODE", "GFS_ETA_FLOOR1", "GFS_CAP_RECOVER",
+            "GFS_SHRINK_MIN")
+CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+#: the `+sqa` family's mean LP eviction rate (%) and LP JQT (s) per case, BENCHMARKS.md issue 40
+REF = {"chronus2": (2.54, 2006), "chronus4": (2.93, 70421), "low": (0.78, 6927),
+       "medium": (0.87, 9173), "high": (0.95, 15504), "seeds34": (0.37, 2997)}
+CASES = [("chronus2", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (0, 1, 2)),
+         ("chronus4", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (0, 1, 2)),
+         ("low", {"setup": "paper-a100"}, 0.5, (0, 1, 2)),
+         ("medium", {"setup": "paper-a100"}, 1.0, (0, 1, 2)),
+         ("high", {"setup": "paper-a100"}, 2.0, (0, 1, 2)),
+         ("seeds34", {"setup": "paper-a100"}, 1.0, (3, 4))]
+
+
+def _key(cell: dict) -> str:
+    return hashlib.sha1(json.dumps(cell, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_cell(cell: dict) -> tuple[dict, dict]:
+    for k in SWITCHES:
+        os.environ.pop(k, None)
+    os.environ.update(cell["env"])
+    from gfs_opt.experiments.runner import RunSpec, run
+    from gfs_opt.paths import data_dir
+    from gfs_opt.policies import options_for
+
+    opts = options_for(cell["policy"], {"forecaster": "ets"})
+    if "trace" in cell:
+        spec = RunSpec(trace=str(data_dir() / cell["trace"]), policy=cell["policy"],
+                       policy_options=opts, lp_load=cell["load"], seed=cell["seed"],
+                       time_scale=cell["time_scale"])
+    else:
+        spec = RunSpec.from_setup(cell["setup"], policy=cell["policy"], policy_options=opts,
+                                  lp_load=cell["load"], seed=cell["seed"])
+    out = run(spec)
+    s = {k: float(out.summary[k]) for k in ("lp_eviction_rate", "lp_jqt_mean")}
+    fb = out.feedback
+    s["eta_mean"] = float(fb.eta.mean()) if fb is not None and len(fb) else 1.0
+    return cell, s
+
+
+def main() -> None:
+    env = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    policy = sys.argv[2] if len(sys.argv) > 2 else "gfs"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    cells = [{**kw, "load": load, "seed": s, "policy": policy, "env": env}
+             for _n, kw, load, seeds in CASES for s in seeds]
+    todo = [c for c in cells if not (CACHE / f"{_key(c)}.json").exists()]
+    with ProcessPoolExecutor(2) as ex:
+        for f in as_completed([ex.submit(run_cell, c) for c in todo]):
+            c, s = f.result()
+            (CACHE / f"{_key(c)}.json").write_text(json.dumps({"cell": c, "s": s}))
+    res = [json.loads((CACHE / f"{_key(c)}.json").read_text())["s"] for c in cells]
+    print(policy, env)
+    i = 0
+    for name, _kw, _load, seeds in CASES:
+        r = res[i:i + len(seeds)]
+        i += len(seeds)
+        e = 100 * np.mean([x["lp_eviction_rate"] for x in r])
+        j = np.mean([x["lp_jqt_mean"] for x in r])
+        ref_e, ref_j = REF[name]
+        print(f"{name:9s} evict {e:.2f}% (allowance {ref_e * 1.05:.2f}%) "
+              f"{'met' if e <= ref_e * 1.05 else 'MISSED'}  LP JQT {j:,.0f} s (+sqa {ref_j:,}) "
+              f"{'met' if j <= ref_j else 'MISSED'}  mean η {np.mean([x['eta_mean'] for x in r]):.2f}")
+
+
+if __name__ == "__main__":
+    main()
