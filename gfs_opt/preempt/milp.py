@@ -29,6 +29,7 @@ from gfs_opt.preempt.block import (
     build_block,
     decode_block,
 )
+from gfs_opt.preempt.class_cache import ClassCache
 from gfs_opt.preempt.cover import solve_cover
 from gfs_opt.preempt.hp_pass import greedy_preemption
 from gfs_opt.preempt.objective import (
@@ -124,8 +125,10 @@ class PreemptModel:
 
 
 def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
-                keep_nodes: set[int] | None = None) -> PreemptModel:
-    """The phase-1 model (objective: maximise P); `solve_preemption` adds phase 2."""
+                keep_nodes: set[int] | None = None, cache: ClassCache | None = None
+                ) -> PreemptModel:
+    """The phase-1 model (objective: maximise P); `solve_preemption` adds phase 2. ``cache``:
+    the GPU classes of the pool's earlier passes (the same model, built from what changed)."""
     obj = opts.objective
     protect = rnd.params.hard_guarantee if opts.hard_guarantee is None else opts.hard_guarantee
     m = mathopt.Model(name="gfs_preemption")
@@ -133,7 +136,7 @@ def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     pools = {rnd.jobs[j].pool for j in hp}   # LP jobs elsewhere cannot make room for these
     cost = lp_eviction_costs(rnd, pools, obj)
     b = build_block(m, rnd, hp, evict=True, protect=protect, cost=cost, opts=opts.block(),
-                    keep=keep_nodes)
+                    keep=keep_nodes, cache=cache)
     value = {j: hp_value(rnd, j, obj) for j in b.u}
     cost = {j: cost[j] for j in b.z}
     pm = PreemptModel(m, b, value, cost)
@@ -179,14 +182,16 @@ def greedy_decision(rnd: Round) -> Decision:
 
 def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
                      solver: SolverOptions = DEFAULT_SOLVER,
-                     greedy: Decision | None = None, use_greedy: bool = True) -> PreemptResult:
-    """Exact HP pass: lexicographic MILP, warm-started and, if it fails, replaced by the greedy."""
+                     greedy: Decision | None = None, use_greedy: bool = True,
+                     cache: ClassCache | None = None) -> PreemptResult:
+    """Exact HP pass: lexicographic MILP, warm-started and, if it fails, replaced by the greedy.
+    ``cache``: the caller's `ClassCache`, kept from one pass to the next."""
     t0 = time.perf_counter()
     if greedy is None and use_greedy:
         greedy = greedy_decision(rnd)
     g_score = score(rnd, greedy, opts.objective) if greedy is not None else None
     keep = {n for pl in (greedy.placements.values() if greedy else ()) for n, _ in pl}
-    pm = build_model(rnd, opts, keep)
+    pm = build_model(rnd, opts, keep, cache)
     n_vars, n_cons = pm.model.get_num_variables(), pm.model.get_num_linear_constraints()
     res = PreemptResult(Decision(), PreemptScore(0, 0.0), greedy, g_score, n_vars=n_vars,
                         n_cons=n_cons, restricted=pm.restricted)
