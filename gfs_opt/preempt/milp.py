@@ -15,6 +15,7 @@ solve (`gfs_opt.preempt.cover`); `PreemptResult.routes` says how each phase was 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from ortools.math_opt.python import mathopt
@@ -124,6 +125,29 @@ class PreemptModel:
         return w.satisfied({v.id: x for v, x in values.items()})
 
 
+class _PoolCosts(Mapping[int, float]):
+    """`lp_eviction_costs` of the pools' LP jobs, priced on first use: only a model restricted
+    to candidate nodes reads them all."""
+
+    def __init__(self, rnd: Round, pools: Collection[str], obj: PreemptObjective) -> None:
+        self._args = (rnd, pools, obj)
+        self.costs: dict[int, float] | None = None
+
+    def _all(self) -> dict[int, float]:
+        if self.costs is None:
+            self.costs = lp_eviction_costs(*self._args)
+        return self.costs
+
+    def __getitem__(self, j: int) -> float:
+        return self._all()[j]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
                 keep_nodes: set[int] | None = None, cache: ClassCache | None = None
                 ) -> PreemptModel:
@@ -134,11 +158,13 @@ def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     m = mathopt.Model(name="gfs_preemption")
     hp = [j for j in rnd.pending_hp if rnd.jobs[j].cls is JobClass.HP]
     pools = {rnd.jobs[j].pool for j in hp}   # LP jobs elsewhere cannot make room for these
-    cost = lp_eviction_costs(rnd, pools, obj)
-    b = build_block(m, rnd, hp, evict=True, protect=protect, cost=cost, opts=opts.block(),
+    every = _PoolCosts(rnd, pools, obj)
+    b = build_block(m, rnd, hp, evict=True, protect=protect, cost=every, opts=opts.block(),
                     keep=keep_nodes, cache=cache)
     value = {j: hp_value(rnd, j, obj) for j in b.u}
-    cost = {j: cost[j] for j in b.z}
+    # c_j of the model's victims only, unless choosing candidate nodes priced them all
+    known = every.costs if every.costs is not None else lp_eviction_costs(rnd, pools, obj, b.z)
+    cost = {j: known[j] for j in b.z}
     pm = PreemptModel(m, b, value, cost)
     set_objective(m, pm.placed_terms(), maximize=True)
     return pm

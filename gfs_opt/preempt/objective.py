@@ -16,7 +16,7 @@ or from `ClusterState`'s counters, so it can catch mistakes in either.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,13 +53,16 @@ def eviction_cost(rnd: Round, job_id: int, obj: PreemptObjective = DEFAULT_OBJEC
 
 
 def lp_eviction_costs(rnd: Round, pools: Collection[str],
-                      obj: PreemptObjective = DEFAULT_OBJECTIVE) -> dict[int, float]:
-    """`eviction_cost` of every running LP job of ``pools``, by job id: the same arithmetic in
-    one loop (a contested pass prices every LP job of its pool: hundreds per model)."""
+                      obj: PreemptObjective = DEFAULT_OBJECTIVE,
+                      jobs: Iterable[int] | None = None) -> dict[int, float]:
+    """`eviction_cost` of every running LP job of ``pools`` (of those among ``jobs``, if given),
+    by job id: the same arithmetic in one loop (a contested pass prices every LP job of its
+    pool: hundreds per model)."""
     t, params, penalty = rnd.time, rnd.params, obj.window_penalty
     small, large = params.restart_small_s, params.restart_large_s
     out: dict[int, float] = {}
-    for j, run in rnd.running.items():
+    running = rnd.running
+    for j, run in (running.items() if jobs is None else ((j, running[j]) for j in jobs)):
         job = run.job
         if job.cls is not JobClass.LP or job.pool not in pools:
             continue
