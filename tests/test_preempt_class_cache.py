@@ -1,10 +1,12 @@
-"""Issue 39: the preemption model's GPU classes kept between passes (`ClassCache`) give the model
-and the optimum that a model built from scratch gives, pass after pass."""
+"""Issue 39: what the preemption model keeps between passes (`PassCache`: the GPU classes, the
+running jobs' usage) gives the model, the usage and the optimum that a pass computed from
+scratch gives, pass after pass."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from milp_rounds import _SIZES, _fit, contested_rounds, job, make_round
@@ -12,7 +14,8 @@ from milp_rounds import _SIZES, _fit, contested_rounds, job, make_round
 from gfs_opt.model import MILLI, Job, JobClass, Params, Round, RunningJob
 from gfs_opt.preempt.block import evictable_lp, pool_classes
 from gfs_opt.preempt.class_cache import ClassCache
-from gfs_opt.preempt.milp import build_model, greedy_decision, solve_preemption
+from gfs_opt.preempt.milp import PassCache, build_model, greedy_decision, solve_preemption
+from gfs_opt.preempt.objective import running_usage
 from gfs_opt.solve import SolverOptions, export
 
 SOLVER = SolverOptions(time_limit=20.0)
@@ -78,12 +81,13 @@ def _step(draw: st.DrawFn, rnd: Round, next_id: int) -> tuple[Round, int]:
 @given(st.data(), contested_rounds(max_nodes=6, max_pending=4))
 def test_cached_classes_build_the_model_built_from_scratch(data: st.DataObject, rnd: Round
                                                            ) -> None:
-    cache = ClassCache()
+    cache = PassCache()
     next_id = max(rnd.jobs) + 1
     for _ in range(data.draw(st.integers(1, 6))):
-        assert _model_text(rnd, cache) == _model_text(rnd, None)
+        assert _model_text(rnd, cache.classes) == _model_text(rnd, None)
+        assert np.array_equal(cache.usage.of(rnd), running_usage(rnd))
         rnd, next_id = _step(data.draw, rnd, next_id)
-    assert _model_text(rnd, cache) == _model_text(rnd, None)
+    assert _model_text(rnd, cache.classes) == _model_text(rnd, None)
     # and the answer of the last pass
     a = solve_preemption(rnd, solver=SOLVER)
     b = solve_preemption(rnd, solver=SOLVER, cache=cache)

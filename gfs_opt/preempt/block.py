@@ -314,15 +314,18 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                 # variables and rows in its order, without its per-class lists
                 if cl.fixed != 0:
                     continue
-                freed_z = [zvar(j) for j, _mm in cl.lp]
+                lp = cl.lp
                 rest = cl.n_rest = len(cl.gpus)
                 cl.n_slots = 0
                 cl_rest = None
-                if not freed_z:
+                if not lp:
                     free_whole += rest
-                elif len(freed_z) == 1:
-                    cl_rest = freed_z[0]
+                elif len(lp) == 1:          # most classes: `zvar` inline
+                    cl_rest = z.get(j := lp[0][0])
+                    if cl_rest is None:
+                        cl_rest = z[j] = w.binary(f"z_{j}")
                 else:
+                    freed_z = [zvar(j) for j, _mm in lp]
                     cl_rest = w.binary(f"f_{n}_{cl.gpus[0]}")
                     for zv in freed_z:
                         w.row([(1, cl_rest), (-1, zv)], ub=0,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ortools.math_opt.python import mathopt
 
@@ -37,6 +37,7 @@ from gfs_opt.preempt.objective import (
     DEFAULT_OBJECTIVE,
     PreemptObjective,
     PreemptScore,
+    RunningUsage,
     check_decision,
     hp_value,
     lp_eviction_costs,
@@ -72,6 +73,16 @@ class PreemptOptions:
 
 
 DEFAULT_PREEMPT_OPTIONS = PreemptOptions()
+
+
+@dataclass(slots=True)
+class PassCache:
+    """What `solve_preemption` keeps from one pass to the next, for a caller that solves pass
+    after pass (gfs-milp): the pools' GPU classes and the running jobs' usage, each corrected
+    for what changed since (issue 39). Neither changes an answer."""
+
+    classes: ClassCache = field(default_factory=ClassCache)
+    usage: RunningUsage = field(default_factory=RunningUsage)
 #: phase 2 tries a certificate (`_certified`) only on models up to this size: SCIP's fixed set-up
 #: (≈ 5 ms) dominates small models, while on large ones a failed proof costs more than it saves
 #: (1.0 s on `instances/contested-300.json`, 6,879 variables). 100 since the block counts whole
@@ -209,15 +220,15 @@ def greedy_decision(rnd: Round) -> Decision:
 def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
                      solver: SolverOptions = DEFAULT_SOLVER,
                      greedy: Decision | None = None, use_greedy: bool = True,
-                     cache: ClassCache | None = None) -> PreemptResult:
+                     cache: PassCache | None = None) -> PreemptResult:
     """Exact HP pass: lexicographic MILP, warm-started and, if it fails, replaced by the greedy.
-    ``cache``: the caller's `ClassCache`, kept from one pass to the next."""
+    ``cache``: the caller's `PassCache`, kept from one pass to the next."""
     t0 = time.perf_counter()
     if greedy is None and use_greedy:
         greedy = greedy_decision(rnd)
     g_score = score(rnd, greedy, opts.objective) if greedy is not None else None
     keep = {n for pl in (greedy.placements.values() if greedy else ()) for n, _ in pl}
-    pm = build_model(rnd, opts, keep, cache)
+    pm = build_model(rnd, opts, keep, None if cache is None else cache.classes)
     n_vars, n_cons = pm.model.get_num_variables(), pm.model.get_num_linear_constraints()
     res = PreemptResult(Decision(), PreemptScore(0, 0.0), greedy, g_score, n_vars=n_vars,
                         n_cons=n_cons, restricted=pm.restricted)
@@ -228,7 +239,7 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     if not pm.u:
         p1 = Outcome("optimal", 0.0, 0.0, 0.0, 0.0, {})
         res.phase1 = p1
-        return _finish(rnd, pm, res, p1, None, opts, solver, t0)
+        return _finish(rnd, pm, res, p1, None, opts, solver, t0, cache)
 
     r1 = "bound"
     known = _phase1_by_bound(pm, greedy, hints)
@@ -266,7 +277,7 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         set_objective(pm.model, placed, maximize=True)
     res.phase2 = p2
     res.routes = (r1, r2)
-    return _finish(rnd, pm, res, p1, p2, opts, solver, t0)
+    return _finish(rnd, pm, res, p1, p2, opts, solver, t0, cache)
 
 
 def _phase1_by_bound(pm: PreemptModel, greedy: Decision | None,
@@ -347,11 +358,13 @@ def _cost_of(pm: PreemptModel, values: dict[mathopt.Variable, float]) -> float:
 
 
 def _finish(rnd: Round, pm: PreemptModel, res: PreemptResult, p1: Outcome, p2: Outcome | None,
-            opts: PreemptOptions, solver: SolverOptions, t0: float) -> PreemptResult:
+            opts: PreemptOptions, solver: SolverOptions, t0: float,
+            cache: PassCache | None = None) -> PreemptResult:
     final = p2 if p2 is not None and p2.has_solution else p1
     problems: list[str] = []
     decision: Decision | None = None
-    usage = running_usage(rnd)   # both checks below start from it
+    # both checks below start from it
+    usage = running_usage(rnd) if cache is None else cache.usage.of(rnd)
     if final.has_solution or not pm.u:
         try:
             decision = decode(rnd, pm, final)
