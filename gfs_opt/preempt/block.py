@@ -29,7 +29,7 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from ortools.math_opt.python import mathopt
@@ -45,9 +45,6 @@ from gfs_opt.model import (
     gpus_per_worker,
     milli_per_gpu,
 )
-
-if TYPE_CHECKING:
-    from gfs_opt.preempt.class_cache import ClassCache
 
 TypeKey = tuple[str, int, int]  # (pool, g milli per worker, workers)
 
@@ -92,6 +89,14 @@ class Block:
     restricted: bool
     n_pairs: int                                    # (type, node) pairs before any restriction
     writer: MilpWriter | None = None                # what it added (`MilpWriter.satisfied`)
+
+
+class ClassSource(Protocol):
+    """Where a block may take its GPU classes from instead of computing them
+    (`gfs_opt.preempt.class_cache.ClassCache`: kept between passes)."""
+
+    def classes(self, rnd: Round, pool: str, pools: Collection[str], protect: bool
+                ) -> dict[int, list[GpuClass]]: ...
 
 
 class DecodeError(RuntimeError):
@@ -238,7 +243,7 @@ def hosts(pool_nodes: range, classes: Mapping[int, list[GpuClass]], g: int) -> l
 def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: bool, protect: bool,
                 cost: Mapping[int, float], opts: BlockOptions = DEFAULT_BLOCK_OPTIONS,
                 keep: set[int] | None = None, u_name: str = "u",
-                cache: ClassCache | None = None) -> Block:
+                cache: ClassSource | None = None) -> Block:
     """Add the placement of ``jobs`` (pending, any class) to ``m``; LP victims iff ``evict``.
 
     ``u_name`` names the placed-or-not binaries (``x`` in the admission model). ``cache``: the

@@ -9,7 +9,9 @@ and its image is a solution, phase 1's optimum is known (Σ_i v_i) and only phas
 on a small model whose greedy image leaves gangs waiting, CP-SAT may prove that image optimal
 instead of SCIP solving phase 1 (`gfs_opt.solve.certify`), and likewise for phase 2. Where
 phase 2 is a knapsack cover whose answer every SCIP stop would report, it is taken without a
-solve (`gfs_opt.preempt.cover`); `PreemptResult.routes` says how each phase was answered.
+solve (`gfs_opt.preempt.cover`); `PreemptResult.routes` says how each phase was answered. A
+caller solving pass after pass keeps a `PassCache`: the GPU classes and running usage of nodes
+that did not change are reused, and the model is the one built from scratch.
 """
 
 from __future__ import annotations
