@@ -75,6 +75,13 @@ class PreemptOptions:
 
 
 DEFAULT_PREEMPT_OPTIONS = PreemptOptions()
+#: phase 2 tries a certificate (`_certified`) only on models up to this size: SCIP's fixed set-up
+#: (≈ 5 ms) dominates small models, while on large ones a failed proof costs more than it saves
+#: (1.0 s on `instances/contested-300.json`, 6,879 variables). 100 since the block counts whole
+#: GPUs per class (half the variables): at 200, failed proofs on the long HP backlog cost
+#: 0.6 s of 5.2 s at chronus@0.25 and of 9.1 s at @0.4; toy, paper-a100 and the full trace's
+#: last quarter are unchanged (benchmarks/milp_sections.py CASE --certify-max-vars N)
+CERTIFY_MAX_VARS = 100
 
 
 @dataclass(slots=True)
@@ -85,13 +92,6 @@ class PassCache:
 
     classes: ClassCache = field(default_factory=ClassCache)
     usage: RunningUsage = field(default_factory=RunningUsage)
-#: phase 2 tries a certificate (`_certified`) only on models up to this size: SCIP's fixed set-up
-#: (≈ 5 ms) dominates small models, while on large ones a failed proof costs more than it saves
-#: (1.0 s on `instances/contested-300.json`, 6,879 variables). 100 since the block counts whole
-#: GPUs per class (half the variables): at 200, failed proofs on the long HP backlog cost
-#: 0.6 s of 5.2 s at chronus@0.25 and of 9.1 s at @0.4; toy, paper-a100 and the full trace's
-#: last quarter are unchanged (benchmarks/milp_sections.py CASE --certify-max-vars N)
-CERTIFY_MAX_VARS = 100
 
 
 @dataclass(slots=True)
