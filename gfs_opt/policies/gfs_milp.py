@@ -33,7 +33,7 @@ from gfs_opt.pending import PTS_ORDER, PendingQueue, Shape, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.fit_memo import lacks_room
 from gfs_opt.preempt.hp_pass import hp_pass
-from gfs_opt.preempt.milp import PreemptOptions, solve_preemption
+from gfs_opt.preempt.milp import PassCache, PreemptOptions, solve_preemption
 from gfs_opt.preempt.objective import PreemptObjective
 from gfs_opt.quota.admission import lp_order_key
 from gfs_opt.quota.milp import QuotaOptions, solve_quota
@@ -104,6 +104,8 @@ class GFSMilpPolicy(GFSPolicy):
         # how the preemption steps were answered (`PreemptResult.routes`), e.g. "bound/cover":
         # kept here, not in the run's summary (the golden digests read that)
         self.preempt_routes: Counter[str] = Counter()
+        # what the preemption models keep between passes (most nodes do not change)
+        self.pass_cache = PassCache()
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "time_limit": self.solver.time_limit,
@@ -217,7 +219,8 @@ class GFSMilpPolicy(GFSPolicy):
         waiting = self._waiting(rnd, pools) if pools else []
         if waiting:
             sub = standalone_round(rnd, pending_hp=waiting, pending_lp=[])
-            res = solve_preemption(sub, self.preempt_options, solver=self.solver)
+            res = solve_preemption(sub, self.preempt_options, solver=self.solver,
+                                   cache=self.pass_cache)
             self.milp_solves += 1
             self.milp_fallbacks += int(res.fallback)
             self.preempt_routes["/".join(r for r in res.routes if r)] += 1

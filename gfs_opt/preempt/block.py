@@ -29,6 +29,7 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from ortools.math_opt.python import mathopt
@@ -90,6 +91,14 @@ class Block:
     writer: MilpWriter | None = None                # what it added (`MilpWriter.satisfied`)
 
 
+class ClassSource(Protocol):
+    """Where a block may take its GPU classes from instead of computing them
+    (`gfs_opt.preempt.class_cache.ClassCache`: kept between passes)."""
+
+    def classes(self, rnd: Round, pool: str, pools: Collection[str], protect: bool
+                ) -> dict[int, list[GpuClass]]: ...
+
+
 class DecodeError(RuntimeError):
     """The solver's values do not describe a placement (a modelling bug, never user input)."""
 
@@ -104,14 +113,15 @@ def tname(t: TypeKey) -> str:
     return f"{pool}_g{t[1]}_w{t[2]}"
 
 
-def evictable_lp(rnd: Round, protect: bool, pools: Collection[str] | None = None
-                 ) -> dict[int, list[tuple[int, int]]]:
+def evictable_lp(rnd: Round, protect: bool, pools: Collection[str] | None = None,
+                 jobs: Iterable[int] | None = None) -> dict[int, list[tuple[int, int]]]:
     """Evictable LP jobs per GPU (global index) with their milli on it, by job id; only jobs of
-    ``pools`` if given."""
+    ``pools`` if given, and only the running jobs among ``jobs`` if given."""
     first = rnd.state.node_first_gpu.tolist()
     per_gpu: dict[int, list[tuple[int, int]]] = {}
     running = rnd.running
-    for jid in sorted(running):   # in job order, so each GPU's list comes out sorted
+    # in job order, so each GPU's list comes out sorted
+    for jid in sorted(running if jobs is None else (j for j in jobs if j in running)):
         run = running[jid]
         job = run.job
         if (job.cls is not JobClass.LP or (pools is not None and job.pool not in pools)
@@ -121,19 +131,20 @@ def evictable_lp(rnd: Round, protect: bool, pools: Collection[str] | None = None
         for node, gpus in run.placement:
             base = first[node]
             for lg in gpus:
-                jobs = per_gpu.setdefault(base + lg, [])
-                if jobs and jobs[-1][0] == jid:   # two fractional workers of one job on a GPU
-                    jobs[-1] = (jid, jobs[-1][1] + m)
+                on = per_gpu.setdefault(base + lg, [])
+                if on and on[-1][0] == jid:   # two fractional workers of one job on a GPU
+                    on[-1] = (jid, on[-1][1] + m)
                 else:
-                    jobs.append((jid, m))
+                    on.append((jid, m))
     return per_gpu
 
 
-def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[int, int]]]
-                 ) -> dict[int, list[GpuClass]]:
-    """The GPU classes of each node lo..hi−1, by first GPU. A class that no eviction can free
-    any milli of (``fixed`` = 1000: HP or protected LP only) hosts nothing and is left out: a
-    whole GPU needs ``fixed`` = 0, a fractional worker 1000 − ``fixed`` ≥ g > 0."""
+def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[int, int]]],
+                 nodes: Collection[int] | None = None) -> dict[int, list[GpuClass]]:
+    """The GPU classes of each node lo..hi−1 (only of ``nodes`` among them, if given), by first
+    GPU. A class that no eviction can free any milli of (``fixed`` = 1000: HP or protected LP
+    only) hosts nothing and is left out: a whole GPU needs ``fixed`` = 0, a fractional worker
+    1000 − ``fixed`` ≥ g > 0."""
     if hi <= lo:
         return {}
     st = rnd.state
@@ -142,16 +153,20 @@ def pool_classes(rnd: Round, lo: int, hi: int, per_gpu: Mapping[int, list[tuple[
     used = st.gpu_used[g0:g1]
     # only GPUs with room or LP work can be in a class: a full GPU without LP has fixed = 1000
     # (on a backlogged pool most GPUs are such, so they are not walked)
-    gpus = (np.flatnonzero((used < MILLI) | (used > st.gpu_hp[g0:g1])) + g0).tolist()
-    used_all, node_of = used.tolist(), st.gpu_node[g0:g1].tolist()
-    first = st.node_first_gpu[lo:hi].tolist()
+    walk = (used < MILLI) | (used > st.gpu_hp[g0:g1])
+    if nodes is not None:
+        chosen = np.zeros(hi - lo, dtype=bool)
+        chosen[np.fromiter(nodes, dtype=np.int64, count=len(nodes)) - lo] = True
+        walk &= chosen[st.gpu_node[g0:g1] - lo]
+    at = np.flatnonzero(walk)
+    gpus = at + g0
+    first = st.node_first_gpu
     groups: dict[int, dict[tuple, list[int]]] = {}
-    for gi in gpus:
-        n = node_of[gi - g0]
+    for gi, n, u, lg in zip(gpus.tolist(), st.gpu_node[gpus].tolist(), used[at].tolist(),
+                            (gpus - first[st.gpu_node[gpus]]).tolist(), strict=True):
         # groups open in order of their first GPU: the classes come out by first GPU
-        groups.setdefault(n, {}).setdefault(
-            (used_all[gi - g0], tuple(per_gpu.get(gi, ()))), []).append(gi - first[n - lo])
-    out: dict[int, list[GpuClass]] = {n: [] for n in range(lo, hi)}
+        groups.setdefault(n, {}).setdefault((u, tuple(per_gpu.get(gi, ()))), []).append(lg)
+    out: dict[int, list[GpuClass]] = {n: [] for n in (range(lo, hi) if nodes is None else nodes)}
     for n, by_state in groups.items():
         # (most GPUs of a busy pool hold one LP job: its milli without a generator)
         out[n] = [GpuClass(n, lgs, MILLI - u, fixed, lp) for (u, lp), lgs in by_state.items()
@@ -227,10 +242,12 @@ def hosts(pool_nodes: range, classes: Mapping[int, list[GpuClass]], g: int) -> l
 
 def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: bool, protect: bool,
                 cost: Mapping[int, float], opts: BlockOptions = DEFAULT_BLOCK_OPTIONS,
-                keep: set[int] | None = None, u_name: str = "u") -> Block:
+                keep: set[int] | None = None, u_name: str = "u",
+                cache: ClassSource | None = None) -> Block:
     """Add the placement of ``jobs`` (pending, any class) to ``m``; LP victims iff ``evict``.
 
-    ``u_name`` names the placed-or-not binaries (``x`` in the admission model).
+    ``u_name`` names the placed-or-not binaries (``x`` in the admission model). ``cache``: the
+    GPU classes of earlier passes, reused where their nodes did not change (victims only).
     """
     st = rnd.state
     keep = keep or set()
@@ -240,11 +257,14 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
             types[type_of(rnd, jid)].append(jid)
     types = {t: sorted(js) for t, js in sorted(types.items())}
     pools = sorted({t[0] for t in types})
-    per_gpu = evictable_lp(rnd, protect, pools) if evict else {}
-
     classes: dict[int, list[GpuClass]] = {}
-    for p in pools:
-        classes.update(pool_classes(rnd, *st.pool_slice(p), per_gpu))
+    if evict and cache is not None:
+        for p in pools:
+            classes.update(cache.classes(rnd, p, pools, protect))
+    else:
+        per_gpu = evictable_lp(rnd, protect, pools) if evict else {}
+        for p in pools:
+            classes.update(pool_classes(rnd, *st.pool_slice(p), per_gpu))
 
     memo: dict[int, list[tuple[float, int]]] = {}
 
@@ -299,15 +319,18 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
                 # variables and rows in its order, without its per-class lists
                 if cl.fixed != 0:
                     continue
-                freed_z = [zvar(j) for j, _mm in cl.lp]
+                lp = cl.lp
                 rest = cl.n_rest = len(cl.gpus)
                 cl.n_slots = 0
                 cl_rest = None
-                if not freed_z:
+                if not lp:
                     free_whole += rest
-                elif len(freed_z) == 1:
-                    cl_rest = freed_z[0]
+                elif len(lp) == 1:          # most classes: `zvar` inline
+                    cl_rest = z.get(j := lp[0][0])
+                    if cl_rest is None:
+                        cl_rest = z[j] = w.binary(f"z_{j}")
                 else:
+                    freed_z = [zvar(j) for j, _mm in lp]
                     cl_rest = w.binary(f"f_{n}_{cl.gpus[0]}")
                     for zv in freed_z:
                         w.row([(1, cl_rest), (-1, zv)], ub=0,
@@ -322,6 +345,7 @@ def build_block(m: mathopt.Model, rnd: Round, jobs: Iterable[int], *, evict: boo
             frac_here = [t for t in ft if MILLI - cl.fixed >= t[1]]
             if not can_whole and not frac_here:
                 continue
+            cl.n_rest = 0   # (a class may come from an earlier pass's model: `ClassCache`)
             freed = [(zvar(j), mm) for j, mm in cl.lp]
             cl.n_slots = min(len(cl.gpus), frac_workers[pool]) if frac_here else 0
             loads: list[list[tuple[float, int]]] = []   # 1000·e_s + Σ_t g_t·q_{t,s}

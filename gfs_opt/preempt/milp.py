@@ -9,13 +9,16 @@ and its image is a solution, phase 1's optimum is known (Σ_i v_i) and only phas
 on a small model whose greedy image leaves gangs waiting, CP-SAT may prove that image optimal
 instead of SCIP solving phase 1 (`gfs_opt.solve.certify`), and likewise for phase 2. Where
 phase 2 is a knapsack cover whose answer every SCIP stop would report, it is taken without a
-solve (`gfs_opt.preempt.cover`); `PreemptResult.routes` says how each phase was answered.
+solve (`gfs_opt.preempt.cover`); `PreemptResult.routes` says how each phase was answered. A
+caller solving pass after pass keeps a `PassCache`: the GPU classes and running usage of nodes
+that did not change are reused, and the model is the one built from scratch.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from ortools.math_opt.python import mathopt
 
@@ -29,12 +32,14 @@ from gfs_opt.preempt.block import (
     build_block,
     decode_block,
 )
+from gfs_opt.preempt.class_cache import ClassCache
 from gfs_opt.preempt.cover import solve_cover
 from gfs_opt.preempt.hp_pass import greedy_preemption
 from gfs_opt.preempt.objective import (
     DEFAULT_OBJECTIVE,
     PreemptObjective,
     PreemptScore,
+    RunningUsage,
     check_decision,
     hp_value,
     lp_eviction_costs,
@@ -77,6 +82,16 @@ DEFAULT_PREEMPT_OPTIONS = PreemptOptions()
 #: 0.6 s of 5.2 s at chronus@0.25 and of 9.1 s at @0.4; toy, paper-a100 and the full trace's
 #: last quarter are unchanged (benchmarks/milp_sections.py CASE --certify-max-vars N)
 CERTIFY_MAX_VARS = 100
+
+
+@dataclass(slots=True)
+class PassCache:
+    """What `solve_preemption` keeps from one pass to the next, for a caller that solves pass
+    after pass (gfs-milp): the pools' GPU classes and the running jobs' usage, each corrected
+    for what changed since (issue 39). Neither changes an answer."""
+
+    classes: ClassCache = field(default_factory=ClassCache)
+    usage: RunningUsage = field(default_factory=RunningUsage)
 
 
 @dataclass(slots=True)
@@ -123,19 +138,46 @@ class PreemptModel:
         return w.satisfied({v.id: x for v, x in values.items()})
 
 
+class _PoolCosts(Mapping[int, float]):
+    """`lp_eviction_costs` of the pools' LP jobs, priced on first use: only a model restricted
+    to candidate nodes reads them all."""
+
+    def __init__(self, rnd: Round, pools: Collection[str], obj: PreemptObjective) -> None:
+        self._args = (rnd, pools, obj)
+        self.costs: dict[int, float] | None = None
+
+    def _all(self) -> dict[int, float]:
+        if self.costs is None:
+            self.costs = lp_eviction_costs(*self._args)
+        return self.costs
+
+    def __getitem__(self, j: int) -> float:
+        return self._all()[j]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 def build_model(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
-                keep_nodes: set[int] | None = None) -> PreemptModel:
-    """The phase-1 model (objective: maximise P); `solve_preemption` adds phase 2."""
+                keep_nodes: set[int] | None = None, cache: ClassCache | None = None
+                ) -> PreemptModel:
+    """The phase-1 model (objective: maximise P); `solve_preemption` adds phase 2. ``cache``:
+    the GPU classes of the pool's earlier passes (the same model, built from what changed)."""
     obj = opts.objective
     protect = rnd.params.hard_guarantee if opts.hard_guarantee is None else opts.hard_guarantee
     m = mathopt.Model(name="gfs_preemption")
     hp = [j for j in rnd.pending_hp if rnd.jobs[j].cls is JobClass.HP]
     pools = {rnd.jobs[j].pool for j in hp}   # LP jobs elsewhere cannot make room for these
-    cost = lp_eviction_costs(rnd, pools, obj)
-    b = build_block(m, rnd, hp, evict=True, protect=protect, cost=cost, opts=opts.block(),
-                    keep=keep_nodes)
+    every = _PoolCosts(rnd, pools, obj)
+    b = build_block(m, rnd, hp, evict=True, protect=protect, cost=every, opts=opts.block(),
+                    keep=keep_nodes, cache=cache)
     value = {j: hp_value(rnd, j, obj) for j in b.u}
-    cost = {j: cost[j] for j in b.z}
+    # c_j of the model's victims only, unless choosing candidate nodes priced them all
+    known = every.costs if every.costs is not None else lp_eviction_costs(rnd, pools, obj, b.z)
+    cost = {j: known[j] for j in b.z}
     pm = PreemptModel(m, b, value, cost)
     set_objective(m, pm.placed_terms(), maximize=True)
     return pm
@@ -179,14 +221,16 @@ def greedy_decision(rnd: Round) -> Decision:
 
 def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
                      solver: SolverOptions = DEFAULT_SOLVER,
-                     greedy: Decision | None = None, use_greedy: bool = True) -> PreemptResult:
-    """Exact HP pass: lexicographic MILP, warm-started and, if it fails, replaced by the greedy."""
+                     greedy: Decision | None = None, use_greedy: bool = True,
+                     cache: PassCache | None = None) -> PreemptResult:
+    """Exact HP pass: lexicographic MILP, warm-started and, if it fails, replaced by the greedy.
+    ``cache``: the caller's `PassCache`, kept from one pass to the next."""
     t0 = time.perf_counter()
     if greedy is None and use_greedy:
         greedy = greedy_decision(rnd)
     g_score = score(rnd, greedy, opts.objective) if greedy is not None else None
     keep = {n for pl in (greedy.placements.values() if greedy else ()) for n, _ in pl}
-    pm = build_model(rnd, opts, keep)
+    pm = build_model(rnd, opts, keep, None if cache is None else cache.classes)
     n_vars, n_cons = pm.model.get_num_variables(), pm.model.get_num_linear_constraints()
     res = PreemptResult(Decision(), PreemptScore(0, 0.0), greedy, g_score, n_vars=n_vars,
                         n_cons=n_cons, restricted=pm.restricted)
@@ -197,7 +241,7 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
     if not pm.u:
         p1 = Outcome("optimal", 0.0, 0.0, 0.0, 0.0, {})
         res.phase1 = p1
-        return _finish(rnd, pm, res, p1, None, opts, solver, t0)
+        return _finish(rnd, pm, res, p1, None, opts, solver, t0, cache)
 
     r1 = "bound"
     known = _phase1_by_bound(pm, greedy, hints)
@@ -235,7 +279,7 @@ def solve_preemption(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
         set_objective(pm.model, placed, maximize=True)
     res.phase2 = p2
     res.routes = (r1, r2)
-    return _finish(rnd, pm, res, p1, p2, opts, solver, t0)
+    return _finish(rnd, pm, res, p1, p2, opts, solver, t0, cache)
 
 
 def _phase1_by_bound(pm: PreemptModel, greedy: Decision | None,
@@ -316,11 +360,13 @@ def _cost_of(pm: PreemptModel, values: dict[mathopt.Variable, float]) -> float:
 
 
 def _finish(rnd: Round, pm: PreemptModel, res: PreemptResult, p1: Outcome, p2: Outcome | None,
-            opts: PreemptOptions, solver: SolverOptions, t0: float) -> PreemptResult:
+            opts: PreemptOptions, solver: SolverOptions, t0: float,
+            cache: PassCache | None = None) -> PreemptResult:
     final = p2 if p2 is not None and p2.has_solution else p1
     problems: list[str] = []
     decision: Decision | None = None
-    usage = running_usage(rnd)   # both checks below start from it
+    # both checks below start from it
+    usage = running_usage(rnd) if cache is None else cache.usage.of(rnd)
     if final.has_solution or not pm.u:
         try:
             decision = decode(rnd, pm, final)

@@ -16,12 +16,20 @@ or from `ClusterState`'s counters, so it can catch mistakes in either.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from gfs_opt.model import MILLI, Decision, JobClass, Round, gpus_per_worker, milli_per_gpu
+from gfs_opt.model import (
+    MILLI,
+    Decision,
+    JobClass,
+    Round,
+    RunningJob,
+    gpus_per_worker,
+    milli_per_gpu,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +61,16 @@ def eviction_cost(rnd: Round, job_id: int, obj: PreemptObjective = DEFAULT_OBJEC
 
 
 def lp_eviction_costs(rnd: Round, pools: Collection[str],
-                      obj: PreemptObjective = DEFAULT_OBJECTIVE) -> dict[int, float]:
-    """`eviction_cost` of every running LP job of ``pools``, by job id: the same arithmetic in
-    one loop (a contested pass prices every LP job of its pool: hundreds per model)."""
+                      obj: PreemptObjective = DEFAULT_OBJECTIVE,
+                      jobs: Iterable[int] | None = None) -> dict[int, float]:
+    """`eviction_cost` of every running LP job of ``pools`` (of those among ``jobs``, if given),
+    by job id: the same arithmetic in one loop (a contested pass prices every LP job of its
+    pool: hundreds per model)."""
     t, params, penalty = rnd.time, rnd.params, obj.window_penalty
     small, large = params.restart_small_s, params.restart_large_s
     out: dict[int, float] = {}
-    for j, run in rnd.running.items():
+    running = rnd.running
+    for j, run in (running.items() if jobs is None else ((j, running[j]) for j in jobs)):
         job = run.job
         if job.cls is not JobClass.LP or job.pool not in pools:
             continue
@@ -114,6 +125,42 @@ def running_usage(rnd: Round) -> np.ndarray:
             for lg in gpus:
                 usage[base + lg] += m
     return np.array(usage, dtype=np.int64)
+
+
+class RunningUsage:
+    """`running_usage` kept from one pass to the next: the last answer, corrected for the running
+    jobs that ended, started or changed since (a `RunningJob` is frozen: a job whose entry is
+    the same object holds the same GPUs). The same numbers, still from the placements and not
+    from the state's counters; a pass of a busy pool changes a few of its thousand jobs."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, RunningJob] = {}
+        self._usage: list[int] = []
+        self._first: np.ndarray | None = None
+
+    def of(self, rnd: Round) -> np.ndarray:
+        st = rnd.state
+        first = st.node_first_gpu
+        if self._first is None or not np.array_equal(self._first, first):
+            self._runs, self._usage, self._first = {}, [0] * st.n_gpus, first.copy()
+        firsts = first.tolist()
+        usage, old, now = self._usage, self._runs, rnd.running
+
+        def add(run: RunningJob, sign: int) -> None:
+            m = sign * milli_per_gpu(run.job.g)
+            for node, gpus in run.placement:
+                base = firsts[node]
+                for lg in gpus:
+                    usage[base + lg] += m
+
+        for j, run in old.items():
+            if now.get(j) is not run:
+                add(run, -1)
+        for j, run in now.items():
+            if old.get(j) is not run:
+                add(run, 1)
+        self._runs = dict(now)
+        return np.array(usage, dtype=np.int64)
 
 
 def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = None) -> list[str]:
