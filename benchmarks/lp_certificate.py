@@ -27,7 +27,7 @@ from ortools.math_opt import model_pb2
 from ortools.math_opt.python import mathopt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sim import spec_for
+from solve_capture import capture_solves
 
 #: (exported model, SCIP's values by variable id, SCIP's objective, SCIP's seconds)
 Captured = tuple[bytes, dict[int, float], float, float]
@@ -37,24 +37,13 @@ PIN = "pin_placed_value"
 
 
 def capture(case: str) -> list[Captured]:
-    import gfs_opt.preempt.milp as milp
-    from gfs_opt.experiments.runner import prepare_trace, run
+    def keep(model: mathopt.Model, out: Any, _kw: dict[str, Any]) -> Captured | None:
+        if out.objective is None:
+            return None
+        return (model.export_model().SerializeToString(),
+                {v.id: x for v, x in out.values.items()}, out.objective, out.time_s)
 
-    kept: list[Captured] = []
-    solve = milp.run_solver
-
-    def keeping(model: mathopt.Model, opts: Any, **kw: Any) -> Any:
-        out = solve(model, opts, **kw)
-        if out.objective is not None:
-            kept.append((model.export_model().SerializeToString(),
-                         {v.id: x for v, x in out.values.items()}, out.objective, out.time_s))
-        return out
-
-    milp.run_solver = keeping
-    spec = spec_for(case, "gfs-milp", None)
-    run(spec, trace=prepare_trace(spec))
-    milp.run_solver = solve
-    return kept
+    return capture_solves(case, keep)
 
 
 def classify(raw: bytes, scip: dict[int, float], scip_objective: float) -> tuple[str, float]:

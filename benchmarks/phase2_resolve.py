@@ -25,31 +25,20 @@ from ortools.math_opt import model_pb2
 from ortools.math_opt.python import mathopt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sim import spec_for
+from solve_capture import capture_solves
 
 Captured = tuple[bytes, list[dict[int, float]], float, dict[int, float]]
 
 
 def capture(case: str) -> list[Captured]:
-    import gfs_opt.preempt.milp as milp
-    from gfs_opt.experiments.runner import prepare_trace, run
+    def keep(model: mathopt.Model, out: Any, kw: dict[str, Any]) -> Captured | None:
+        if model.objective.is_maximize or out.objective is None:   # phase 2 only
+            return None
+        return (model.export_model().SerializeToString(),
+                [{v.id: x for v, x in h.items()} for h in kw.get("hints", ())],
+                out.objective, {v.id: x for v, x in out.values.items()})
 
-    kept: list[Captured] = []
-    solve = milp.run_solver
-
-    def keeping(model: mathopt.Model, opts: Any, **kw: Any) -> Any:
-        out = solve(model, opts, **kw)
-        if not model.objective.is_maximize and out.objective is not None:   # phase 2
-            kept.append((model.export_model().SerializeToString(),
-                         [{v.id: x for v, x in h.items()} for h in kw.get("hints", ())],
-                         out.objective, {v.id: x for v, x in out.values.items()}))
-        return out
-
-    milp.run_solver = keeping
-    spec = spec_for(case, "gfs-milp", None)
-    run(spec, trace=prepare_trace(spec))
-    milp.run_solver = solve
-    return kept
+    return capture_solves(case, keep)
 
 
 def resolve(kept: list[Captured], solver: mathopt.SolverType,
