@@ -138,6 +138,21 @@ def _attributable_eta(status: PoolStatus, params: Params, quota_wait: float | No
     moved) within the last ``eta_window_h`` hours: each outcome moves η once, where a sliding
     window re-reads a burst at every hourly update and compounds one burst into a fall to the
     floor. ERq = eta_failed_quota / eta_windows, then the paper's step.
+
+    Growth above η = 1 must keep the promise too: the windows that only the growth let in (the
+    band above the quota at η = 1) fail at their own rate, which the pool's average hides. While
+    that band's failure rate over the last ``eta_band_window_h`` hours is above the paper's
+    growth threshold 0.5(1 − ρ), η does not grow beyond max(η, 1); it still shrinks, and a
+    low η still grows back to 1, where there is no band.
     """
     er = status.eta_failed_quota / status.eta_windows if status.eta_windows else 0.0
-    return _eta_step(status.eta, er, params, quota_wait)
+    eta = _eta_step(status.eta, er, params, quota_wait)
+    if eta > max(status.eta, 1.0) and band_rate(status) > 0.5 * (1.0 - params.rho):
+        return max(status.eta, 1.0)
+    return eta
+
+
+def band_rate(status: PoolStatus) -> float:
+    """The growth band's failure rate over the last ``Params.eta_band_window_h`` hours (0 with
+    no band outcome: η ≤ 1 all along, or nothing ended)."""
+    return status.band_failed / status.band_windows if status.band_windows > 0.0 else 0.0
