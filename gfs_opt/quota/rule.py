@@ -141,13 +141,13 @@ def _attributable_eta(status: PoolStatus, params: Params, quota_wait: float | No
 
     Growth above η = 1 must keep the promise too: the windows that only the growth let in (the
     band above the quota at η = 1) fail at their own rate, which the pool's average hides. While
-    that band's failure rate over the last ``eta_band_window_h`` hours is above the paper's
-    growth threshold 0.5(1 − ρ), η does not grow beyond max(η, 1); it still shrinks, and a
-    low η still grows back to 1, where there is no band.
+    that band's failure rate over the last ``eta_band_window_h`` hours breaks the promise
+    (above 1 − ρ), η does not grow beyond max(η, 1); it still shrinks, and a low η still grows
+    back to 1, where there is no band.
     """
     er = status.eta_failed_quota / status.eta_windows if status.eta_windows else 0.0
     eta = _eta_step(status.eta, er, params, quota_wait)
-    if eta > max(status.eta, 1.0) and band_rate(status) > 0.5 * (1.0 - params.rho):
+    if eta > max(status.eta, 1.0) and band_rate(status) > 1.0 - params.rho:
         return max(status.eta, 1.0)
     return eta
 

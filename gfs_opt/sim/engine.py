@@ -389,7 +389,8 @@ class Simulator:
             wait = self._oldest_lp_wait(pool, t)
             whole = self.hp_whole[pool] / MILLI
             now = (ok, failed, wait, whole, self._recent_quota[pool], len(evidence),
-                   self._evidence_quota[pool], sums[0], sums[1])
+                   self._evidence_quota[pool], max(sums[0], 0.0),
+                   min(max(sums[1], 0.0), max(sums[0], 0.0)))   # float sums' drift clipped
             st = self.pool_status[pool]
             # most refreshes of a calm pool restate what its status says: no new record then
             if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait, st.hp_whole_gpus,
