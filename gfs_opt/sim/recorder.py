@@ -47,7 +47,7 @@ class Recorder:
         self.windows: Counter[tuple[str, bool]] = Counter()
         self.quota_log: list[tuple[float, str, float, float]] = []
         self.feedback_log: list[tuple[float, str, float, int, int, int, int, int, float, float,
-                                      int, float, float, float]] = []
+                                      int, float, float, float, float, float]] = []
         self.reports: Counter[tuple[str, str, str, bool]] = Counter()
         self.report_time: dict[tuple[str, str], float] = {}
         #: (t, job, nodes, cause, in_eval) of every eviction, in order
