@@ -8,7 +8,7 @@ Reads a run's quota feedback table (`gfs_opt.sim.recorder.FEEDBACK_COLUMNS`, wri
    U_0 = μ_0 + z_ρ·σ_0/η the quota was set for, summed over pools, and LP running;
 3. the eviction rate over the last H hours, all failures and the quota-attributable ones, and the
    growth band's failure rate over the last day (the windows only η > 1 let in; η grows above 1
-   only while it is at most 1 − ρ), against the target 1 − ρ and the rule's thresholds
+   only while it does not exceed 1 − ρ beyond the noise), against the target 1 − ρ and the rule's thresholds
    0.5(1 − ρ) (grow) and 1.5(1 − ρ) (shrink).
 """
 

@@ -147,9 +147,26 @@ def _attributable_eta(status: PoolStatus, params: Params, quota_wait: float | No
     """
     er = status.eta_failed_quota / status.eta_windows if status.eta_windows else 0.0
     eta = _eta_step(status.eta, er, params, quota_wait)
-    if eta > max(status.eta, 1.0) and band_rate(status) > 1.0 - params.rho:
+    if eta > max(status.eta, 1.0) and band_breaks_promise(status, params.rho):
         return max(status.eta, 1.0)
     return eta
+
+
+#: one-sided 95 % normal quantile: the band is held to its promise on evidence, not on noise
+_Z_BAND = 1.6448536269514722
+
+
+def band_breaks_promise(status: PoolStatus, rho: float) -> bool:
+    """Whether the growth band's windows of the last ``eta_band_window_h`` hours fail more often
+    than 1 − ρ with 95 % confidence: the Wilson score lower bound of `band_rate` over
+    ``band_windows`` outcomes is above 1 − ρ. A few band windows with one failure among them
+    (a rate of 50 % on two windows) prove nothing and hold nothing."""
+    n = status.band_windows
+    if n < 1.0:          # less than one window's worth of band outcomes: no evidence
+        return False
+    r, z2 = band_rate(status), _Z_BAND * _Z_BAND
+    lower = (r + z2 / (2 * n) - _Z_BAND * math.sqrt(r * (1 - r) / n + z2 / (4 * n * n))) / (1 + z2 / n)
+    return lower > 1.0 - rho
 
 
 def band_rate(status: PoolStatus) -> float:
