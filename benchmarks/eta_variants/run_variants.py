@@ -1,12 +1,14 @@
 """η-rule variants of issue 40, measured on the issue's cells (not part of the package).
 
 The variants live in ``growth_budget.patch`` (environment switches on top of GFS's η rule, kept
-out of the package because none of them dominated). To reproduce a row of BENCHMARKS.md,
-"η variants measured in the second session":
+out of the package because none of them dominated; it applies to commit f00c454, the rule
+before the growth band). To reproduce a row of BENCHMARKS.md, "η variants measured in the second
+session":
 
+    git checkout f00c454 -- gfs_opt   # the rule the patch was written against
     git apply benchmarks/eta_variants/growth_budget.patch
     python benchmarks/eta_variants/run_variants.py '{"GFS_ETA_FLOOR1": "1"}'
-    git apply -R benchmarks/eta_variants/growth_budget.patch
+    git apply -R benchmarks/eta_variants/growth_budget.patch && git checkout HEAD -- gfs_opt
 
 Switches: ``GFS_GROWTH_BUDGET=β`` with ``GFS_GROWTH_MODE`` ``step`` (η ÷ 1.5 when η's growth
 answers for more than β of the failures since η last moved: HP above the plan at the current
@@ -14,7 +16,11 @@ answers for more than β of the failures since η last moved: HP above the plan 
 or ``cap`` (η back to 1 and a ceiling halfway down, which ``GFS_CAP_RECOVER=r`` lets grow ×r a
 day); ``GFS_ETA_FLOOR1`` (η never below 1); ``GFS_SHRINK_MIN=f`` (one shrink at most ×f).
 Cells: Chronus MIX1 ×24 at LP loads 2 and 4 and paper-a100 at LP loads 0.5 / 1 / 2 (seeds 0–2),
-paper-a100 seeds 3–4 at load 1; ETS. Summaries are cached in ``results/eta-variants/``.
+paper-a100 seeds 3–4 at load 1, and held out (no variant was chosen on them) Chronus seeds 3–4
+at both loads and paper-a100 seeds 5–6; ETS. ``CASES_ONLY=name,name`` runs some cases only; a
+second argument runs another policy (the `+sqa` references of the held-out cases). Summaries
+are cached in ``results/eta-variants/`` under the cell, the switches and a fingerprint of the
+package's source, so a cell of other code is never read back.
 """
 
 from __future__ import annotations
