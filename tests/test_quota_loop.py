@@ -627,10 +627,10 @@ def test_growth_band_outcomes_come_from_eta_above_one() -> None:
     sim = Simulator(trace, make_policy("gfs", forecaster="ets"), params,
                     SimConfig(eval_start=lo, eval_end=hi))
     above: dict[str, list[tuple[float, float]]] = {}   # pool → (from, to) times with η > 1
-    banded = 0
+    banded = broken = kept = 0
 
     def check(rnd: Round, decision: Decision) -> None:
-        nonlocal banded
+        nonlocal banded, broken, kept
         if not rnd.quota_due:
             return
         for pool in rnd.state.pools:
@@ -644,6 +644,8 @@ def test_growth_band_outcomes_come_from_eta_above_one() -> None:
                 assert 0 < w <= 1 and f in (0.0, w)
                 assert any(a <= t <= b for a, b in above.get(pool, ())), "band outcome at η ≤ 1"
             banded += status.band_windows > 0
+            broken += status.band_failed > 0
+            kept += status.band_windows > status.band_failed + 1e-9
             new = (decision.eta or {}).get(pool, status.eta)
             spans = above.setdefault(pool, [])
             if new > 1 and not (spans and spans[-1][1] == math.inf):
@@ -654,3 +656,4 @@ def test_growth_band_outcomes_come_from_eta_above_one() -> None:
     sim.on_decision = check
     sim.run()
     assert banded > 0     # η rose above 1 and windows ended in its band
+    assert broken > 0 and kept > 0    # and some of them failed there, some ran their window
