@@ -714,6 +714,12 @@ class PoolStatus:
     #: evidence GFS's η rule moves on, so that each window outcome moves η at most once
     eta_windows: int = 0
     eta_failed_quota: int = 0
+    #: the growth band — LP that only η > 1 let in, above the quota at η = 1 — over the last
+    #: ``Params.eta_band_window_h`` hours: its windows and its failures, each outcome weighted
+    #: by its share of the band (`Simulator._band_weight`); GFS's η grows above 1 only while
+    #: these windows keep the promise (`gfs_opt.quota.rule`)
+    band_windows: float = 0.0
+    band_failed: float = 0.0
 
     def counted(self, ok: bool) -> PoolStatus:
         """This status with one more window outcome since the start (``succeeded`` or
@@ -721,12 +727,14 @@ class PoolStatus:
         return PoolStatus(self.eta, self.recent_failed, self.recent_succeeded,
                           self.failed + (not ok), self.succeeded + ok, self.oldest_lp_wait,
                           self.has_hp_history, self.hp_whole_gpus, self.recent_failed_quota,
-                          self.eta_windows, self.eta_failed_quota)
+                          self.eta_windows, self.eta_failed_quota, self.band_windows,
+                          self.band_failed)
 
     def with_recent(self, succeeded: int, failed: int, oldest_lp_wait: float,
                     hp_whole_gpus: float | None = None, failed_quota: int | None = None,
                     eta_windows: int | None = None,
-                    eta_failed_quota: int | None = None) -> PoolStatus:
+                    eta_failed_quota: int | None = None, band_windows: float | None = None,
+                    band_failed: float | None = None) -> PoolStatus:
         """This status with the last H hours' outcomes and the oldest LP wait restated (each
         refresh, for every pool whose numbers moved; `dataclasses.replace` costs twice as much)."""
         return PoolStatus(
@@ -734,7 +742,9 @@ class PoolStatus:
             self.has_hp_history, self.hp_whole_gpus if hp_whole_gpus is None else hp_whole_gpus,
             self.recent_failed_quota if failed_quota is None else failed_quota,
             self.eta_windows if eta_windows is None else eta_windows,
-            self.eta_failed_quota if eta_failed_quota is None else eta_failed_quota)
+            self.eta_failed_quota if eta_failed_quota is None else eta_failed_quota,
+            self.band_windows if band_windows is None else band_windows,
+            self.band_failed if band_failed is None else band_failed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -753,6 +763,9 @@ class Params:
     #: default, as the paper's rule (a day was measured: it holds a burst of evictions for 24 h
     #: and starves LP meanwhile, BENCHMARKS.md)
     eta_window_h: float = 4.0
+    #: hours of growth-band outcomes GFS's η rule reads before growing above 1: a day, one
+    #: cycle of the HP demand the band is exposed to (its failures come in daily bursts)
+    eta_band_window_h: float = 24.0
     eval_start: float = 0.0
     eval_end: float = math.inf
     restart_small_s: float = 40.0

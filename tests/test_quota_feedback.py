@@ -26,10 +26,11 @@ def gfs_small() -> RunOutput:
 def test_feedback_rows_agree_with_the_quota_rule(gfs_small: RunOutput) -> None:
     fb, p = gfs_small.feedback, Params()
     assert fb is not None and len(fb) > 0
-    assert list(fb.columns) == [*FEEDBACK_COLUMNS, "er", "er_attributable"]
+    assert list(fb.columns) == [*FEEDBACK_COLUMNS, "er", "er_attributable", "er_band"]
     assert fb["eta"].between(p.eta_min, p.eta_max).all()
     assert (fb["failed_quota"] <= fb["failed"]).all() and (fb["failed"] <= fb["windows"]).all()
     assert (fb["eta_failed_quota"] <= fb["eta_windows"]).all()
+    assert (fb["band_failed"] <= fb["band_windows"] + 1e-9).all() and (fb["band_failed"] >= 0).all()
     # one row per pool and refresh, every 300 s
     assert not fb.duplicated(["t", "pool"]).any()
     assert set(np.diff(np.sort(fb["t"].unique()))) == {p.quota_refresh_s}

@@ -27,7 +27,15 @@ from gfs_opt.pending import QueueOrder
 from gfs_opt.policies import POLICIES, family, make_policy, options_for, settable_options
 from gfs_opt.preempt.scoring import BEST_FIT
 from gfs_opt.quota.admission import lp_pass, quota_for, quota_wait
-from gfs_opt.quota.rule import QUOTA_WAIT_S, demand_bound, free_of_hp, pool_quota, update_eta
+from gfs_opt.quota.rule import (
+    QUOTA_WAIT_S,
+    band_breaks_promise,
+    band_rate,
+    demand_bound,
+    free_of_hp,
+    pool_quota,
+    update_eta,
+)
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.sim.metrics import summarize
@@ -473,8 +481,12 @@ def statuses(draw: st.DrawFn, attributable: bool = True) -> PoolStatus:
     quota = draw(st.integers(0, failed)) if attributable else 0
     day = draw(st.integers(failed + ok, failed + ok + 500))
     day_quota = draw(st.integers(quota, quota + (day - failed - ok) // 10)) if attributable else 0
+    band = draw(st.floats(0, 500))
+    # a band failure is an attributable one (η's share of an overrun above the plan)
+    band_failed = draw(st.floats(0, band)) if attributable else 0.0
     return PoolStatus(eta=draw(st.floats(0.1, 10)), recent_failed=failed, recent_succeeded=ok,
-                      recent_failed_quota=quota, eta_windows=day, eta_failed_quota=day_quota)
+                      recent_failed_quota=quota, eta_windows=day, eta_failed_quota=day_quota,
+                      band_windows=band, band_failed=band_failed)
 
 
 @given(status=statuses(), wait=st.one_of(st.none(), st.floats(0, 1e6)))
@@ -498,6 +510,46 @@ def test_eta_never_shrinks_without_attributable_evictions(status: PoolStatus,
         eta = new
     if status.eta > p.eta_min:
         assert eta > p.eta_min
+
+
+@given(status=statuses(), wait=st.one_of(st.none(), st.floats(0, 1e6)))
+def test_eta_grows_above_one_only_while_the_growth_band_keeps_the_promise(
+        status: PoolStatus, wait: float | None) -> None:
+    p = Params()
+    eta = update_eta(status, p, wait, rule="attributable")
+    unbanded = update_eta(replace(status, band_windows=0.0, band_failed=0.0), p, wait,
+                          rule="attributable")
+    if band_breaks_promise(status, p.rho):
+        assert band_rate(status) > 1 - p.rho
+        assert eta <= max(status.eta, 1.0)
+        assert eta == min(unbanded, max(status.eta, 1.0))   # a fall, or growth up to 1, as before
+    else:
+        assert eta == unbanded
+
+
+def test_growth_band_holds_eta_in_hand_numbers() -> None:
+    p = Params()
+    wait = 2 * QUOTA_WAIT_S
+    # the pool's windows fail at 1 % (grow: ×1.4), but its growth band's at 20 % over the day,
+    # above the promise 1 − ρ = 10 % beyond the noise of 50 windows
+    calm = PoolStatus(eta=2.0, eta_windows=100, eta_failed_quota=1, band_windows=50.0,
+                      band_failed=10.0)
+    assert band_rate(calm) == pytest.approx(0.2) and band_breaks_promise(calm, p.rho)
+    assert update_eta(calm, p, wait, rule="attributable") == 2.0
+    # the paper's rule reads no band (and no window of the last H hours: ER = 0): ×1.5
+    assert update_eta(calm, p, wait, rule="paper") == pytest.approx(3.0)
+    # 12 % of 50 windows is within the noise of 10 %; 12 % of 1,000 is not
+    assert not band_breaks_promise(replace(calm, band_failed=6.0), p.rho)
+    assert band_breaks_promise(replace(calm, band_windows=1000.0, band_failed=120.0), p.rho)
+    # the band keeping the promise (8 %): growth as before
+    assert update_eta(replace(calm, band_failed=4.0), p, wait,
+                      rule="attributable") == pytest.approx(2.8)
+    # below 1 there is no band: η climbs back, to 1 at most while the band's day is bad
+    assert update_eta(replace(calm, eta=0.5), p, wait, rule="attributable") == pytest.approx(0.7)
+    assert update_eta(replace(calm, eta=0.8), p, wait, rule="attributable") == 1.0
+    # a shrink is never held
+    burst = replace(calm, eta_windows=10, eta_failed_quota=5)
+    assert update_eta(burst, p, wait, rule="attributable") == pytest.approx(0.4)
 
 
 def test_paper_rule_shrinks_where_the_attributable_rule_does_not() -> None:
@@ -559,3 +611,49 @@ def test_eta_evidence_is_the_windows_since_eta_last_moved() -> None:
     sim.on_decision = check
     sim.run()
     assert moves > 0 and checked > 0    # η moved, and windows were read between its moves
+
+
+def test_growth_band_outcomes_come_from_eta_above_one() -> None:
+    # the band's day of outcomes, recounted from the engine's log: only windows that ended while
+    # η > 1 weigh in, each success by at most 1 and each failure by η's share (≤ 1) of its
+    # overrun; what every refresh hands the η rule is their sum over eta_band_window_h
+    from gfs_opt.experiments.runner import RunSpec, prepare_trace
+    from gfs_opt.policies import make_policy
+    from gfs_opt.sim.engine import SimConfig, Simulator
+
+    spec = RunSpec.from_setup("small", policy="gfs", lp_load=2.0)
+    trace, lo, hi = prepare_trace(spec)
+    params = Params()
+    sim = Simulator(trace, make_policy("gfs", forecaster="ets"), params,
+                    SimConfig(eval_start=lo, eval_end=hi))
+    above: dict[str, list[tuple[float, float]]] = {}   # pool → (from, to) times with η > 1
+    banded = broken = kept = 0
+
+    def check(rnd: Round, decision: Decision) -> None:
+        nonlocal banded, broken, kept
+        if not rnd.quota_due:
+            return
+        for pool in rnd.state.pools:
+            status = rnd.pool_status(pool)
+            day = [(t, w, f) for t, w, f in sim.band_outcomes[pool]
+                   if t >= rnd.time - params.eta_band_window_h * 3600]
+            assert status.band_windows == pytest.approx(sum(w for _t, w, _f in day), abs=1e-6)
+            assert status.band_failed == pytest.approx(sum(f for _t, _w, f in day), abs=1e-6)
+            assert status.band_failed <= status.band_windows
+            for t, w, f in day:
+                assert 0 < w <= 1 and f in (0.0, w)
+                assert any(a <= t <= b for a, b in above.get(pool, ())), "band outcome at η ≤ 1"
+            banded += status.band_windows > 0
+            broken += status.band_failed > 0
+            kept += status.band_windows > status.band_failed + 1e-9
+            new = (decision.eta or {}).get(pool, status.eta)
+            spans = above.setdefault(pool, [])
+            if new > 1 and not (spans and spans[-1][1] == math.inf):
+                spans.append((rnd.time, math.inf))
+            elif new <= 1 and spans and spans[-1][1] == math.inf:
+                spans[-1] = (spans[-1][0], rnd.time)
+
+    sim.on_decision = check
+    sim.run()
+    assert banded > 0     # η rose above 1 and windows ended in its band
+    assert broken > 0 and kept > 0    # and some of them failed there, some ran their window

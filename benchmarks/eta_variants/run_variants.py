@@ -1,12 +1,14 @@
 """η-rule variants of issue 40, measured on the issue's cells (not part of the package).
 
 The variants live in ``growth_budget.patch`` (environment switches on top of GFS's η rule, kept
-out of the package because none of them dominated). To reproduce a row of BENCHMARKS.md,
-"η variants measured in the second session":
+out of the package because none of them dominated; it applies to commit f00c454, the rule
+before the growth band). To reproduce a row of BENCHMARKS.md, "η variants measured in the second
+session":
 
+    git checkout f00c454 -- gfs_opt   # the rule the patch was written against
     git apply benchmarks/eta_variants/growth_budget.patch
     python benchmarks/eta_variants/run_variants.py '{"GFS_ETA_FLOOR1": "1"}'
-    git apply -R benchmarks/eta_variants/growth_budget.patch
+    git apply -R benchmarks/eta_variants/growth_budget.patch && git checkout HEAD -- gfs_opt
 
 Switches: ``GFS_GROWTH_BUDGET=β`` with ``GFS_GROWTH_MODE`` ``step`` (η ÷ 1.5 when η's growth
 answers for more than β of the failures since η last moved: HP above the plan at the current
@@ -14,7 +16,11 @@ answers for more than β of the failures since η last moved: HP above the plan 
 or ``cap`` (η back to 1 and a ceiling halfway down, which ``GFS_CAP_RECOVER=r`` lets grow ×r a
 day); ``GFS_ETA_FLOOR1`` (η never below 1); ``GFS_SHRINK_MIN=f`` (one shrink at most ×f).
 Cells: Chronus MIX1 ×24 at LP loads 2 and 4 and paper-a100 at LP loads 0.5 / 1 / 2 (seeds 0–2),
-paper-a100 seeds 3–4 at load 1; ETS. Summaries are cached in ``results/eta-variants/``.
+paper-a100 seeds 3–4 at load 1, and held out (no variant was chosen on them) Chronus seeds 3–4
+at both loads and paper-a100 seeds 5–6; ETS. ``CASES_ONLY=name,name`` runs some cases only; a
+second argument runs another policy (the `+sqa` references of the held-out cases). Summaries
+are cached in ``results/eta-variants/`` under the cell, the switches and a fingerprint of the
+package's source, so a cell of other code is never read back.
 """
 
 from __future__ import annotations
@@ -34,17 +40,37 @@ SWITCHES = ("GFS_GROWTH_BUDGET", "GFS_GROWTH_MODE", "GFS_ETA_FLOOR1", "GFS_CAP_R
 CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
 #: the `+sqa` family's mean LP eviction rate (%) and LP JQT (s) per case, BENCHMARKS.md issue 40
 REF = {"chronus2": (2.54, 2006), "chronus4": (2.93, 70421), "low": (0.78, 6927),
-       "medium": (0.87, 9173), "high": (0.95, 15504), "seeds34": (0.37, 2997)}
+       "medium": (0.87, 9173), "high": (0.95, 15504), "seeds34": (0.37, 2997),
+       # the held-out cells' `+sqa` means, measured with this script (policy argument)
+       "chronus2x": (2.52, 2017), "chronus4x": (2.93, 70625), "seeds56": (0.58, 19264)}
 CASES = [("chronus2", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (0, 1, 2)),
          ("chronus4", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (0, 1, 2)),
          ("low", {"setup": "paper-a100"}, 0.5, (0, 1, 2)),
          ("medium", {"setup": "paper-a100"}, 1.0, (0, 1, 2)),
          ("high", {"setup": "paper-a100"}, 2.0, (0, 1, 2)),
-         ("seeds34", {"setup": "paper-a100"}, 1.0, (3, 4))]
+         ("seeds34", {"setup": "paper-a100"}, 1.0, (3, 4)),
+         # held out: cells no variant was chosen on
+         ("chronus2x", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (3, 4)),
+         ("chronus4x", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (3, 4)),
+         ("seeds56", {"setup": "paper-a100"}, 1.0, (5, 6))]
+if os.environ.get("CASES_ONLY"):
+    CASES = [c for c in CASES if c[0] in os.environ["CASES_ONLY"].split(",")]
+
+
+def _code() -> str:
+    """A fingerprint of the package's source: a cached cell of other code is never read back."""
+    h = hashlib.sha1()
+    for f in sorted((Path(__file__).resolve().parents[2] / "gfs_opt").rglob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+CODE = _code()
 
 
 def _key(cell: dict) -> str:
-    return hashlib.sha1(json.dumps(cell, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha1(json.dumps({**cell, "code": CODE}, sort_keys=True).encode()
+                        ).hexdigest()[:16]
 
 
 def run_cell(cell: dict) -> tuple[dict, dict]:
@@ -89,7 +115,7 @@ def main() -> None:
         i += len(seeds)
         e = 100 * np.mean([x["lp_eviction_rate"] for x in r])
         j = np.mean([x["lp_jqt_mean"] for x in r])
-        ref_e, ref_j = REF[name]
+        ref_e, ref_j = REF.get(name, (float("nan"), float("nan")))
         print(f"{name:9s} evict {e:.2f}% (allowance {ref_e * 1.05:.2f}%) "
               f"{'met' if e <= ref_e * 1.05 else 'MISSED'}  LP JQT {j:,.0f} s (+sqa {ref_j:,}) "
               f"{'met' if j <= ref_j else 'MISSED'}  mean η {np.mean([x['eta_mean'] for x in r]):.2f}")

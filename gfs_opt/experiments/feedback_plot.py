@@ -6,8 +6,10 @@ Reads a run's quota feedback table (`gfs_opt.sim.recorder.FEEDBACK_COLUMNS`, wri
 1. η per pool, on a log scale between its bounds;
 2. the spot quota of the shortest guarantee class beside HP demand and the plan
    U_0 = μ_0 + z_ρ·σ_0/η the quota was set for, summed over pools, and LP running;
-3. the eviction rate over the last H hours, all failures and the quota-attributable ones, against
-   the target 1 − ρ and the rule's thresholds 0.5(1 − ρ) (grow) and 1.5(1 − ρ) (shrink).
+3. the eviction rate over the last H hours, all failures and the quota-attributable ones, and the
+   growth band's failure rate over the last day (the windows only η > 1 let in; η grows above 1
+   only while it does not exceed 1 − ρ beyond the noise), against the target 1 − ρ and the rule's thresholds
+   0.5(1 − ρ) (grow) and 1.5(1 − ρ) (shrink).
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ def feedback_over_time(fb: pd.DataFrame, start: float) -> pd.DataFrame:
     window's start): quota, HP, plan, LP in GPUs and the last H hours' rates."""
     if fb.empty:
         return pd.DataFrame(columns=["hours", "quota_gpus", "hp_gpus", "plan_gpus", "lp_gpus",
-                                     "er", "er_attributable"])
+                                     "er", "er_attributable", "er_band"])
+    # a run written before the band was logged has no band columns: no band rate then
+    fb = fb.assign(**{c: 0.0 for c in ("band_windows", "band_failed") if c not in fb})
     g = fb.groupby("t")[["quota_gpus", "hp_gpus", "plan_gpus", "lp_gpus", "windows", "failed",
-                         "failed_quota"]].sum(min_count=1)
+                         "failed_quota", "band_windows", "band_failed"]].sum(min_count=1)
     windows = g["windows"].where(g["windows"] > 0)
+    band = g["band_windows"].where(g["band_windows"] > 0)
     return pd.DataFrame({
         "hours": (g.index.to_numpy() - start) / 3600.0,
         "quota_gpus": g["quota_gpus"], "hp_gpus": g["hp_gpus"], "plan_gpus": g["plan_gpus"],
         "lp_gpus": g["lp_gpus"], "er": g["failed"] / windows,
-        "er_attributable": g["failed_quota"] / windows}).reset_index(drop=True)
+        "er_attributable": g["failed_quota"] / windows,
+        "er_band": g["band_failed"] / band}).reset_index(drop=True)
 
 
 def plot_feedback(fb: pd.DataFrame, start: float, title: str,
@@ -68,6 +74,7 @@ def plot_feedback(fb: pd.DataFrame, start: float, title: str,
 
     ax_er.plot(h, 100 * sums["er"], lw=0.8, label="eviction rate, last H h")
     ax_er.plot(h, 100 * sums["er_attributable"], lw=1.2, label="quota-attributable")
+    ax_er.plot(h, 100 * sums["er_band"], lw=1.0, ls="--", label="growth band (η > 1), last day")
     ax_er.axhline(100 * target, color="black", lw=0.8, label="target 1 − ρ")
     for k in (0.5, 1.5):
         ax_er.axhline(100 * k * target, color="grey", lw=0.6, ls=":")

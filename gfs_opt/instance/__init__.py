@@ -240,6 +240,8 @@ def round_to_dict(rnd: Round, meta: Mapping[str, Any] | None = None) -> dict[str
         "eta_max": float(p.eta_max), "eta_static": bool(p.eta_static),
         # written where it differs from the default (files of earlier rounds stay as they were)
         **({"eta_window_h": float(p.eta_window_h)} if p.eta_window_h != _DEFAULT_PARAMS.eta_window_h else {}),
+        **({"eta_band_window_h": float(p.eta_band_window_h)}
+           if p.eta_band_window_h != _DEFAULT_PARAMS.eta_band_window_h else {}),
         "eval_start": float(p.eval_start),
         "eval_end": float(p.eval_end) if math.isfinite(p.eval_end) else None,
         "restart_small_s": float(p.restart_small_s), "restart_large_s": float(p.restart_large_s),
@@ -256,7 +258,9 @@ def round_to_dict(rnd: Round, meta: Mapping[str, Any] | None = None) -> dict[str
                              ("hp_whole_gpus", float(s.hp_whole_gpus)),
                              ("recent_failed_quota", int(s.recent_failed_quota)),
                              ("eta_windows", int(s.eta_windows)),
-                             ("eta_failed_quota", int(s.eta_failed_quota))) if v}}
+                             ("eta_failed_quota", int(s.eta_failed_quota)),
+                             ("band_windows", float(s.band_windows)),
+                             ("band_failed", float(s.band_failed))) if v}}
              for name, s in rnd.pools.items()}
     forecasts = {str(name): {"mean": [float(x) for x in f.mean], "std": [float(x) for x in f.std],
                              "samples": None if f.samples is None

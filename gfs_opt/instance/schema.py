@@ -52,6 +52,8 @@ class ParamsIn(_Strict):
     eta_static: bool = Field(_P.eta_static, description="freeze η (ablation)")
     eta_window_h: float = Field(_P.eta_window_h, gt=0, le=MAX_HOURS,
                                 description="hours of window outcomes GFS's η rule grows on")
+    eta_band_window_h: float = Field(_P.eta_band_window_h, gt=0, le=MAX_HOURS, description=(
+        "hours of growth-band outcomes GFS's η rule reads before growing above 1"))
     eval_start: Seconds = Field(_P.eval_start, description="evaluation window start (s)")
     eval_end: Seconds | None = Field(None, description="evaluation window end (s); null = open-ended")
     restart_small_s: Seconds = Field(_P.restart_small_s, description="restart overhead when g·w ≤ 8 GPUs")
@@ -84,6 +86,11 @@ class PoolIn(_Strict):
         "GFS's eta rule moves on)"))
     eta_failed_quota: Count = Field(_S.eta_failed_quota,
                                     description="of eta_windows, the quota-attributable failures")
+    band_windows: float = Field(_S.band_windows, ge=0, le=1e12, description=(
+        "windows of the growth band (LP only eta > 1 let in) over the last eta_band_window_h "
+        "hours, each weighted by its share of the band"))
+    band_failed: float = Field(_S.band_failed, ge=0, le=1e12,
+                               description="of band_windows, the failures (same weights)")
 
 
 class NodeIn(_Strict):

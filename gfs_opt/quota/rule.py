@@ -138,6 +138,38 @@ def _attributable_eta(status: PoolStatus, params: Params, quota_wait: float | No
     moved) within the last ``eta_window_h`` hours: each outcome moves η once, where a sliding
     window re-reads a burst at every hourly update and compounds one burst into a fall to the
     floor. ERq = eta_failed_quota / eta_windows, then the paper's step.
+
+    Growth above η = 1 must keep the promise too: the windows that only the growth let in (the
+    band above the quota at η = 1) fail at their own rate, which the pool's average hides. While
+    that band's failure rate over the last ``eta_band_window_h`` hours breaks the promise
+    (above 1 − ρ), η does not grow beyond max(η, 1); it still shrinks, and a low η still grows
+    back to 1, where there is no band.
     """
     er = status.eta_failed_quota / status.eta_windows if status.eta_windows else 0.0
-    return _eta_step(status.eta, er, params, quota_wait)
+    eta = _eta_step(status.eta, er, params, quota_wait)
+    if eta > max(status.eta, 1.0) and band_breaks_promise(status, params.rho):
+        return max(status.eta, 1.0)
+    return eta
+
+
+#: one-sided 95 % normal quantile: the band is held to its promise on evidence, not on noise
+_Z_BAND = 1.6448536269514722
+
+
+def band_breaks_promise(status: PoolStatus, rho: float) -> bool:
+    """Whether the growth band's windows of the last ``eta_band_window_h`` hours fail more often
+    than 1 − ρ with 95 % confidence: the Wilson score lower bound of `band_rate` over
+    ``band_windows`` outcomes is above 1 − ρ. A few band windows with one failure among them
+    (a rate of 50 % on two windows) prove nothing and hold nothing."""
+    n = status.band_windows
+    if n < 1.0:          # less than one window's worth of band outcomes: no evidence
+        return False
+    r, z2 = band_rate(status), _Z_BAND * _Z_BAND
+    lower = (r + z2 / (2 * n) - _Z_BAND * math.sqrt(r * (1 - r) / n + z2 / (4 * n * n))) / (1 + z2 / n)
+    return lower > 1.0 - rho
+
+
+def band_rate(status: PoolStatus) -> float:
+    """The growth band's failure rate over the last ``Params.eta_band_window_h`` hours (0 with
+    no band outcome: η ≤ 1 all along, or nothing ended)."""
+    return status.band_failed / status.band_windows if status.band_windows > 0.0 else 0.0

@@ -153,6 +153,16 @@ class Simulator:
         self.eta_evidence: dict[str, deque[tuple[float, bool, bool]]] = {
             p: deque() for p in self.state.pools}
         self._evidence_quota = dict.fromkeys(self.state.pools, 0)
+        #: the growth band's outcomes of the last `Params.eta_band_window_h` hours (t, window
+        #: weight, failure weight; `_band_weight`) and their sums
+        self.band_outcomes: dict[str, deque[tuple[float, float, float]]] = {
+            p: deque() for p in self.state.pools}
+        self._band_sums = {p: [0.0, 0.0] for p in self.state.pools}
+        #: per pool: (forecast, η, plan at η = 1, plan at η, capacity in GPUs) of the last
+        #: `_band_plans` read, while neither the forecast nor η moves
+        self._band_cache: dict[str, tuple[PoolForecast, float, float, float, float]] = {}
+        #: per pool, η's share of the overrun behind this decision's evictions (`_growth_share`)
+        self._growth: dict[str, float] = {}
         #: per pool, whether this decision's evictions are quota-attributable (`_attribution`)
         self._attributable: dict[str, bool] = {}
         self.lp_enqueued: dict[str, deque[tuple[float, int]]] = {p: deque() for p in self.state.pools}
@@ -288,6 +298,12 @@ class Simulator:
         self._recent_quota[pool] += quota
         self.eta_evidence[pool].append((t, ok, quota))
         self._evidence_quota[pool] += quota
+        band, band_failed = self._band_weight(pool, ok)
+        if band > 0.0:
+            self.band_outcomes[pool].append((t, band, band_failed))
+            sums = self._band_sums[pool]
+            sums[0] += band
+            sums[1] += band_failed
         self.pool_status[pool] = self.pool_status[pool].counted(ok)
         if r.in_eval:
             self.recorder.window(t, pool, ok)
@@ -353,6 +369,7 @@ class Simulator:
         """Feedback the quota step needs: recent window outcomes, waits, node eviction counts."""
         horizon = self.params.horizon_h * HOUR
         span = self.params.eta_window_h * HOUR
+        band_span = self.params.eta_band_window_h * HOUR
         for pool, dq in self.recent.items():
             while dq and dq[0][0] < t - horizon:
                 _t, was_ok, was_quota = dq.popleft()
@@ -361,15 +378,24 @@ class Simulator:
             evidence = self.eta_evidence[pool]
             while evidence and evidence[0][0] < t - span:
                 self._evidence_quota[pool] -= evidence.popleft()[2]
+            band, sums = self.band_outcomes[pool], self._band_sums[pool]
+            while band and band[0][0] < t - band_span:
+                _t, was_band, was_failed = band.popleft()
+                sums[0] -= was_band
+                sums[1] -= was_failed
+            if not band:        # no drift of float sums once the band has no outcome left
+                sums[0] = sums[1] = 0.0
             ok, failed = self._recent_ok[pool], len(dq) - self._recent_ok[pool]
             wait = self._oldest_lp_wait(pool, t)
             whole = self.hp_whole[pool] / MILLI
             now = (ok, failed, wait, whole, self._recent_quota[pool], len(evidence),
-                   self._evidence_quota[pool])
+                   self._evidence_quota[pool], max(sums[0], 0.0),
+                   min(max(sums[1], 0.0), max(sums[0], 0.0)))   # float sums' drift clipped
             st = self.pool_status[pool]
             # most refreshes of a calm pool restate what its status says: no new record then
             if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait, st.hp_whole_gpus,
-                    st.recent_failed_quota, st.eta_windows, st.eta_failed_quota) != now:
+                    st.recent_failed_quota, st.eta_windows, st.eta_failed_quota,
+                    st.band_windows, st.band_failed) != now:
                 self.pool_status[pool] = st.with_recent(*now)
         for window, counts, span in ((self.node_evictions, self._c1d, DAY),
                                      (self._evictions_1h, self._c1h, HOUR)):
@@ -497,10 +523,12 @@ class Simulator:
         # with what the quota planned for (`_attribution`)
         causes: list[EvictionCause] = []
         self._attributable = {}
+        self._growth = {}
         if d.victims:
             causes = eviction_causes(self.state, self.jobs, self.running, d, planned)
             plans = self._attribution(d, planned)
             self._attributable = {pool: a for pool, (a, _hp, _plan) in plans.items()}
+            self._growth = self._growth_share(plans)
             causes = [replace(c, hp_after_gpus=plans[c.pool][1], plan_gpus=plans[c.pool][2],
                               quota_attributable=plans[c.pool][0])
                       if c.pool in plans else c for c in causes]
@@ -547,6 +575,52 @@ class Simulator:
         if fc is None or len(fc.mean) == 0:
             return math.nan
         return float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
+
+    def _band_plans(self, pool: str) -> tuple[float, float, float] | None:
+        """(plan U_0 at η = 1, plan U_0 at the current η, capacity), GPUs; None without a
+        forecast or at η ≤ 1, where there is no growth band."""
+        eta = self.pool_status[pool].eta
+        fc = self.forecasts.get(pool)
+        if eta <= 1.0 or fc is None or len(fc.mean) == 0:
+            return None
+        got = self._band_cache.get(pool)
+        if got is None or got[0] is not fc or got[1] != eta:
+            cap = float(self.state.pool_capacity[self.state.pool_index[pool]]) / MILLI
+            got = (fc, eta, float(demand_bound(fc, self.params.rho, 1.0)[0]),
+                   float(demand_bound(fc, self.params.rho, eta)[0]), cap)
+            self._band_cache[pool] = got
+        return got[2], got[3], got[4]
+
+    def _band_weight(self, pool: str, ok: bool) -> tuple[float, float]:
+        """A window outcome's (window weight, failure weight) in the growth band — the LP GPUs
+        above the quota at η = 1 and within the quota at the current η > 1, which only η's
+        growth let in. A success weighs the band's share of the pool's running LP GPUs (the
+        chance that it ran in the band); a failure weighs η's share of the overrun that broke it
+        (`_growth_share`), in both sums."""
+        if not ok:
+            g = self._growth.get(pool, 0.0)
+            return g, g
+        plans = self._band_plans(pool)
+        if plans is None:
+            return 0.0, 0.0
+        plan1, plan_eta, cap = plans
+        lp = float(self.state.pool_lp[self.state.pool_index[pool]]) / MILLI
+        if lp <= 0.0:
+            return 0.0, 0.0
+        quota1 = cap - min(max(math.floor(plan1), 0.0), cap)
+        quota_eta = cap - min(max(math.floor(plan_eta), 0.0), cap)
+        return max(0.0, min(lp, quota_eta) - quota1) / lp, 0.0
+
+    def _growth_share(self, plans: dict[str, tuple[bool, float, float]]) -> dict[str, float]:
+        """Per pool with victims: η's share of the overrun behind them — of the HP demand above
+        the current plan (η > 1), the part the plan at η = 1 would have left room for, i.e. the
+        part that met LP only η's growth had let in."""
+        out: dict[str, float] = {}
+        for pool, (attributable, hp, plan) in plans.items():
+            got = self._band_plans(pool)
+            out[pool] = (max(0.0, min(1.0, (min(hp, got[0]) - plan) / (hp - plan)))
+                         if attributable and got is not None and hp > plan else 0.0)
+        return out
 
     def _attribution(self, d: Decision, planned: bool) -> dict[str, tuple[bool, float, float]]:
         """Per pool with victims in ``d``: (whether its evictions are the quota's to answer for,

@@ -31,7 +31,7 @@ JOB_COLUMNS: tuple[str, ...] = (
 FEEDBACK_COLUMNS: tuple[str, ...] = (
     "t", "pool", "eta", "windows", "failed", "failed_quota", "eta_windows", "eta_failed_quota",
     "quota_gpus", "quota_longest_gpus",
-    "reserve_nodes", "hp_gpus", "plan_gpus", "lp_gpus")
+    "reserve_nodes", "hp_gpus", "plan_gpus", "lp_gpus", "band_windows", "band_failed")
 
 
 class Recorder:
@@ -47,7 +47,7 @@ class Recorder:
         self.windows: Counter[tuple[str, bool]] = Counter()
         self.quota_log: list[tuple[float, str, float, float]] = []
         self.feedback_log: list[tuple[float, str, float, int, int, int, int, int, float, float,
-                                      int, float, float, float]] = []
+                                      int, float, float, float, float, float]] = []
         self.reports: Counter[tuple[str, str, str, bool]] = Counter()
         self.report_time: dict[tuple[str, str], float] = {}
         #: (t, job, nodes, cause, in_eval) of every eviction, in order
@@ -88,7 +88,8 @@ class Recorder:
             t, pool, status.eta, status.recent_failed + status.recent_succeeded,
             status.recent_failed, status.recent_failed_quota, status.eta_windows,
             status.eta_failed_quota, quotas[0] / MILLI, quotas[1] / MILLI, reserve,
-            float(self.state.pool_hp[i]) / MILLI, plan, float(self.state.pool_lp[i]) / MILLI))
+            float(self.state.pool_hp[i]) / MILLI, plan, float(self.state.pool_lp[i]) / MILLI,
+            status.band_windows, status.band_failed))
 
     def report(self, t: float, rep: SolveReport) -> None:
         self.reports[(rep.step, rep.method, rep.status, rep.fallback)] += 1
@@ -165,6 +166,7 @@ class Recorder:
         windows = df["windows"].where(df["windows"] > 0)
         df["er"] = df["failed"] / windows
         df["er_attributable"] = df["failed_quota"] / windows
+        df["er_band"] = df["band_failed"] / df["band_windows"].where(df["band_windows"] > 0)
         return df
 
     def report_table(self) -> pd.DataFrame:

@@ -1,0 +1,66 @@
+"""How often the windows that only η's growth let in fail: the growth band's failure rate over a
+whole replay, beside the pool's (issue 40, "The growth band").
+
+    python benchmarks/eta_variants/band_rate.py (chronus|SETUP) LP_LOAD SEED [--no-gate]
+
+Replays GFS (ETS) and sums every window outcome's band weights (`Simulator._band_weight`: a
+success by the band's share of the running LP GPUs, a failure by η's share of its overrun).
+``--no-gate`` replays the rule without the band's gate (η grows whatever its band does), which
+is what the band measured before the gate existed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import gfs_opt.quota.rule as rule
+import gfs_opt.sim.engine as engine
+from gfs_opt.experiments.runner import RunSpec, run
+from gfs_opt.paths import data_dir
+from gfs_opt.policies import options_for
+
+CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("where")
+    ap.add_argument("load", type=float)
+    ap.add_argument("seed", type=int)
+    ap.add_argument("--no-gate", action="store_true")
+    a = ap.parse_args()
+    if a.no_gate:
+        rule.band_breaks_promise = lambda status, rho: False   # type: ignore[assignment]
+    sums = {"band": 0.0, "band_failed": 0.0, "windows": 0, "failed": 0}
+    weigh = engine.Simulator._band_weight
+
+    def counted(self: engine.Simulator, pool: str, ok: bool) -> tuple[float, float]:
+        w, f = weigh(self, pool, ok)
+        sums["band"] += w
+        sums["band_failed"] += f
+        sums["windows"] += 1
+        sums["failed"] += not ok
+        return w, f
+
+    engine.Simulator._band_weight = counted   # type: ignore[method-assign]
+    opts = options_for("gfs", {"forecaster": "ets"})
+    if a.where == "chronus":
+        spec = RunSpec(trace=str(data_dir() / CHRONUS), policy="gfs", policy_options=opts,
+                       lp_load=a.load, seed=a.seed, time_scale=24.0)
+    else:
+        spec = RunSpec.from_setup(a.where, policy="gfs", policy_options=opts, lp_load=a.load,
+                                  seed=a.seed)
+    out = run(spec)
+    print(json.dumps({
+        "case": f"{a.where} LP {a.load:g} seed {a.seed}", "gate": not a.no_gate,
+        "band_windows": round(sums["band"], 1), "band_failed": round(sums["band_failed"], 1),
+        "band_failure_rate": round(sums["band_failed"] / sums["band"], 4) if sums["band"] else None,
+        "band_share_of_windows": round(sums["band"] / sums["windows"], 4),
+        "pool_failure_rate": round(sums["failed"] / sums["windows"], 4),
+        "lp_eviction_rate": round(out.summary["lp_eviction_rate"], 4),
+        "lp_jqt_mean": round(out.summary["lp_jqt_mean"])}))
+
+
+if __name__ == "__main__":
+    main()
