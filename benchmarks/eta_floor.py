@@ -12,28 +12,21 @@ from __future__ import annotations
 
 import sys
 
-from gfs_opt.experiments.runner import RunSpec, prepare_trace
-from gfs_opt.model import Decision, Params, Round
-from gfs_opt.paths import data_dir
-from gfs_opt.policies import make_policy, options_for
-from gfs_opt.sim.engine import SimConfig, Simulator
+from replay_spec import replay_spec
 
-CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+from gfs_opt.experiments.runner import prepare_trace
+from gfs_opt.model import Decision, Params, Round
+from gfs_opt.policies import make_policy
+from gfs_opt.sim.engine import SimConfig, Simulator
 
 
 def main(argv: list[str]) -> int:
     policy, where, load = argv[0], argv[1], float(argv[2])
     seed = int(argv[3]) if len(argv) > 3 else 0
-    opts = options_for(policy, {"forecaster": "ets"})
-    if where == "chronus":
-        spec = RunSpec(trace=str(data_dir() / CHRONUS), policy=policy, policy_options=opts,
-                       lp_load=load, seed=seed, time_scale=24.0)
-    else:
-        spec = RunSpec.from_setup(where, policy=policy, policy_options=opts, lp_load=load,
-                                  seed=seed)
+    spec = replay_spec(where, policy, load, seed)
     trace, lo, hi = prepare_trace(spec)
     params = Params()
-    sim = Simulator(trace, make_policy(policy, **opts), params,
+    sim = Simulator(trace, make_policy(policy, **spec.policy_options), params,
                     SimConfig(eval_start=lo, eval_end=hi))
     seen = {"refreshes": 0, "floor": 0, "under": 0, "floor_under": 0}
 

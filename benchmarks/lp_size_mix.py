@@ -14,12 +14,10 @@ from __future__ import annotations
 import sys
 
 import pandas as pd
+from replay_spec import replay_spec
 
-from gfs_opt.experiments.runner import RunSpec, run
-from gfs_opt.paths import data_dir
-from gfs_opt.policies import options_for
+from gfs_opt.experiments.runner import run
 
-CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
 SIZES = [0, 1, 4, 8, 10_000]
 LABELS = ["1", "2-4", "5-8", "9+"]
 
@@ -31,14 +29,7 @@ def main(argv: list[str]) -> int:
     where, load, seed, policies = argv[0], float(argv[1]), int(argv[2]), argv[3:]
     rows = []
     for policy in policies:
-        opts = options_for(policy, {"forecaster": "ets"})
-        if where == "chronus":
-            spec = RunSpec(trace=str(data_dir() / CHRONUS), policy=policy, policy_options=opts,
-                           lp_load=load, seed=seed, time_scale=24.0)
-        else:
-            spec = RunSpec.from_setup(where, policy=policy, policy_options=opts, lp_load=load,
-                                      seed=seed)
-        out = run(spec)
+        out = run(replay_spec(where, policy, load, seed))
         end = float(out.summary["window"][1])
         j = out.jobs[out.jobs["cls"] == "LP"].copy()
         j["g"] = j["gpus_per_worker"] * j["workers"]

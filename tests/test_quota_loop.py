@@ -576,18 +576,20 @@ def test_paper_rule_shrinks_where_the_attributable_rule_does_not() -> None:
         update_eta(calm, p, None, rule="sometimes")
 
 
+def _gfs_small_replay() -> tuple[Simulator, Params]:
+    """GFS (ETS) on `small` at LP load 2, ready to run: η moves and its band fills there."""
+    from gfs_opt.experiments.runner import RunSpec, prepare_trace
+
+    trace, lo, hi = prepare_trace(RunSpec.from_setup("small", policy="gfs", lp_load=2.0))
+    params = Params()
+    return (Simulator(trace, make_policy("gfs", forecaster="ets"), params,
+                      SimConfig(eval_start=lo, eval_end=hi)), params)
+
+
 def test_eta_evidence_is_the_windows_since_eta_last_moved() -> None:
     # recount, from the engine's last-H-hours outcomes, the windows ended after the refresh
     # that last moved η and within eta_window_h: that is what every refresh hands the η rule
-    from gfs_opt.experiments.runner import RunSpec, prepare_trace
-    from gfs_opt.policies import make_policy
-    from gfs_opt.sim.engine import SimConfig, Simulator
-
-    spec = RunSpec.from_setup("small", policy="gfs", lp_load=2.0)
-    trace, lo, hi = prepare_trace(spec)
-    params = Params()
-    sim = Simulator(trace, make_policy("gfs", forecaster="ets"), params,
-                    SimConfig(eval_start=lo, eval_end=hi))
+    sim, params = _gfs_small_replay()
     moved: dict[str, tuple[float, int]] = {}   # pool → (time of η's last move, outcomes it read then)
     checked = moves = 0
 
@@ -617,15 +619,7 @@ def test_growth_band_outcomes_come_from_eta_above_one() -> None:
     # the band's day of outcomes, recounted from the engine's log: only windows that ended while
     # η > 1 weigh in, each success by at most 1 and each failure by η's share (≤ 1) of its
     # overrun; what every refresh hands the η rule is their sum over eta_band_window_h
-    from gfs_opt.experiments.runner import RunSpec, prepare_trace
-    from gfs_opt.policies import make_policy
-    from gfs_opt.sim.engine import SimConfig, Simulator
-
-    spec = RunSpec.from_setup("small", policy="gfs", lp_load=2.0)
-    trace, lo, hi = prepare_trace(spec)
-    params = Params()
-    sim = Simulator(trace, make_policy("gfs", forecaster="ets"), params,
-                    SimConfig(eval_start=lo, eval_end=hi))
+    sim, params = _gfs_small_replay()
     above: dict[str, list[tuple[float, float]]] = {}   # pool → (from, to) times with η > 1
     banded = broken = kept = 0
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 import gfs_opt.quota.rule as rule
 import gfs_opt.sim.engine as engine
-from gfs_opt.experiments.runner import RunSpec, run
-from gfs_opt.paths import data_dir
-from gfs_opt.policies import options_for
+from gfs_opt.experiments.runner import run
 
-CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from replay_spec import replay_spec
 
 
 def main() -> None:
@@ -44,14 +45,7 @@ def main() -> None:
         return w, f
 
     engine.Simulator._band_weight = counted   # type: ignore[method-assign]
-    opts = options_for("gfs", {"forecaster": "ets"})
-    if a.where == "chronus":
-        spec = RunSpec(trace=str(data_dir() / CHRONUS), policy="gfs", policy_options=opts,
-                       lp_load=a.load, seed=a.seed, time_scale=24.0)
-    else:
-        spec = RunSpec.from_setup(a.where, policy="gfs", policy_options=opts, lp_load=a.load,
-                                  seed=a.seed)
-    out = run(spec)
+    out = run(replay_spec(a.where, "gfs", a.load, a.seed))
     print(json.dumps({
         "case": f"{a.where} LP {a.load:g} seed {a.seed}", "gate": not a.no_gate,
         "band_windows": round(sums["band"], 1), "band_failed": round(sums["band_failed"], 1),

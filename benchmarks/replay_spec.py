@@ -1,0 +1,20 @@
+"""One replay of issue 40's studies by name: the Chronus MIX1 trace of $GFS_DATA_DIR with time
+×24 (``chronus``) or a built-in setup, under a policy with the ETS forecaster."""
+
+from __future__ import annotations
+
+from gfs_opt.experiments.runner import RunSpec
+from gfs_opt.paths import data_dir
+from gfs_opt.policies import options_for
+
+CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+
+
+def replay_spec(where: str, policy: str, load: float, seed: int) -> RunSpec:
+    """The `RunSpec` of ``policy`` (ETS) on ``where`` at LP load ``load`` and trace seed ``seed``."""
+    opts = options_for(policy, {"forecaster": "ets"})
+    if where == "chronus":
+        return RunSpec(trace=str(data_dir() / CHRONUS), policy=policy, policy_options=opts,
+                       lp_load=load, seed=seed, time_scale=24.0)
+    return RunSpec.from_setup(where, policy=policy, policy_options=opts, lp_load=load,
+                              seed=seed)
