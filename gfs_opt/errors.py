@@ -19,3 +19,9 @@ class InputError(GfsError):
             where += f", column '{column}'"
         super().__init__(f"{where}: {message}")
         self.path, self.row, self.column = path, row, column
+        self._message = message
+
+    def __reduce__(self) -> tuple[type[InputError], tuple[object, str, int | None, str | None]]:
+        # rebuilt from its own arguments: an error raised in a worker process (a sweep, a
+        # compare with workers) reaches the parent as this error, not as a broken pool
+        return (type(self), (self.path, self._message, self.row, self.column))

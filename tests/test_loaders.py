@@ -465,3 +465,20 @@ def test_full_size_job_file_loads_fast(tmp_path: Path) -> None:
     trace = load_alibaba(folder)
     assert time.perf_counter() - t0 < 5
     assert len(trace.jobs) == n
+
+
+def test_input_errors_cross_process_boundaries(tmp_path: Path) -> None:
+    # an InputError raised in a worker (a sweep, a compare with workers) must reach the parent
+    # as itself — before, unpickling it failed and the pool broke with a traceback
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    from gfs_opt.experiments.runner import RunSpec, prepare_trace
+
+    err = InputError(tmp_path / "jobs.csv", "bad value", row=3, column="gpus")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is InputError and str(back) == str(err)
+    assert (back.path, back.row, back.column) == (err.path, 3, "gpus")
+    spec = RunSpec(trace=str(tmp_path / "missing.csv"), policy="yarn-cs")
+    with ProcessPoolExecutor(1) as pool, pytest.raises(InputError, match="no such file"):
+        pool.submit(prepare_trace, spec).result()

@@ -52,15 +52,22 @@ CASES = [("chronus2", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (0, 1, 2)),
          # held out: cells no variant was chosen on
          ("chronus2x", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (3, 4)),
          ("chronus4x", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (3, 4)),
-         ("seeds56", {"setup": "paper-a100"}, 1.0, (5, 6))]
+         ("seeds56", {"setup": "paper-a100"}, 1.0, (5, 6)),
+         # held out again, after the last choice (the confidence bound) was made
+         ("chronus2y", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (5, 6)),
+         ("chronus4y", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (5, 6)),
+         ("seeds78", {"setup": "paper-a100"}, 1.0, (7, 8))]
 if os.environ.get("CASES_ONLY"):
     CASES = [c for c in CASES if c[0] in os.environ["CASES_ONLY"].split(",")]
 
 
 def _code() -> str:
-    """A fingerprint of the package's source: a cached cell of other code is never read back."""
+    """A fingerprint of the imported package's source (``PYTHONPATH`` may point at another
+    checkout): a cached cell of other code is never read back."""
+    import gfs_opt
+
     h = hashlib.sha1()
-    for f in sorted((Path(__file__).resolve().parents[2] / "gfs_opt").rglob("*.py")):
+    for f in sorted(Path(gfs_opt.__file__).resolve().parent.rglob("*.py")):
         h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
