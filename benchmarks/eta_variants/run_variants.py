@@ -34,10 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from replay_spec import CHRONUS, replay_spec
+
 CACHE = Path(__file__).resolve().parents[2] / "results" / "eta-variants"
 SWITCHES = ("GFS_GROWTH_BUDGET", "GFS_GROWTH_MODE", "GFS_ETA_FLOOR1", "GFS_CAP_RECOVER",
             "GFS_SHRINK_MIN")
-CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
 #: the `+sqa` family's mean LP eviction rate (%) and LP JQT (s) per case, BENCHMARKS.md issue 40
 REF = {"chronus2": (2.54, 2006), "chronus4": (2.93, 70421), "low": (0.78, 6927),
        "medium": (0.87, 9173), "high": (0.95, 15504), "seeds34": (0.37, 2997),
@@ -84,19 +86,11 @@ def run_cell(cell: dict) -> tuple[dict, dict]:
     for k in SWITCHES:
         os.environ.pop(k, None)
     os.environ.update(cell["env"])
-    from gfs_opt.experiments.runner import RunSpec, run
-    from gfs_opt.paths import data_dir
-    from gfs_opt.policies import options_for
+    from gfs_opt.experiments.runner import run
 
-    opts = options_for(cell["policy"], {"forecaster": "ets"})
-    if "trace" in cell:
-        spec = RunSpec(trace=str(data_dir() / cell["trace"]), policy=cell["policy"],
-                       policy_options=opts, lp_load=cell["load"], seed=cell["seed"],
-                       time_scale=cell["time_scale"])
-    else:
-        spec = RunSpec.from_setup(cell["setup"], policy=cell["policy"], policy_options=opts,
-                                  lp_load=cell["load"], seed=cell["seed"])
-    out = run(spec)
+    # every trace cell is Chronus MIX1 ×24 (CASES), `replay_spec`'s "chronus"
+    where = "chronus" if "trace" in cell else cell["setup"]
+    out = run(replay_spec(where, cell["policy"], cell["load"], cell["seed"]))
     s = {k: float(out.summary[k]) for k in ("lp_eviction_rate", "lp_jqt_mean")}
     fb = out.feedback
     s["eta_mean"] = float(fb.eta.mean()) if fb is not None and len(fb) else 1.0

@@ -38,7 +38,7 @@ from gfs_opt.model import (
 )
 from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
-from gfs_opt.quota.rule import demand_bound
+from gfs_opt.quota.rule import demand_bound, free_of_hp
 from gfs_opt.sim.causes import EvictionCause, eviction_causes
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
@@ -158,7 +158,7 @@ class Simulator:
         self.band_outcomes: dict[str, deque[tuple[float, float, float]]] = {
             p: deque() for p in self.state.pools}
         self._band_sums = {p: [0.0, 0.0] for p in self.state.pools}
-        #: per pool: (forecast, η, plan at η = 1, plan at η, capacity in GPUs) of the last
+        #: per pool: (forecast, η, plan U_0 at η = 1, F_0 at η = 1, F_0 at η) of the last
         #: `_band_plans` read, while neither the forecast nor η moves
         self._band_cache: dict[str, tuple[PoolForecast, float, float, float, float]] = {}
         #: per pool, η's share of the overrun behind this decision's evictions (`_growth_share`)
@@ -385,12 +385,13 @@ class Simulator:
                 sums[1] -= was_failed
             if not band:        # no drift of float sums once the band has no outcome left
                 sums[0] = sums[1] = 0.0
+            band_windows = max(sums[0], 0.0)     # float sums' drift clipped
+            band_failed = min(max(sums[1], 0.0), band_windows)
             ok, failed = self._recent_ok[pool], len(dq) - self._recent_ok[pool]
             wait = self._oldest_lp_wait(pool, t)
             whole = self.hp_whole[pool] / MILLI
             now = (ok, failed, wait, whole, self._recent_quota[pool], len(evidence),
-                   self._evidence_quota[pool], max(sums[0], 0.0),
-                   min(max(sums[1], 0.0), max(sums[0], 0.0)))   # float sums' drift clipped
+                   self._evidence_quota[pool], band_windows, band_failed)
             st = self.pool_status[pool]
             # most refreshes of a calm pool restate what its status says: no new record then
             if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait, st.hp_whole_gpus,
@@ -577,17 +578,18 @@ class Simulator:
         return float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
 
     def _band_plans(self, pool: str) -> tuple[float, float, float] | None:
-        """(plan U_0 at η = 1, plan U_0 at the current η, capacity), GPUs; None without a
-        forecast or at η ≤ 1, where there is no growth band."""
+        """(plan U_0 at η = 1, GPUs free of HP F_0 at η = 1, F_0 at the current η); None without
+        a forecast or at η ≤ 1, where there is no growth band. Read once per forecast and η,
+        not per window outcome."""
         eta = self.pool_status[pool].eta
         fc = self.forecasts.get(pool)
         if eta <= 1.0 or fc is None or len(fc.mean) == 0:
             return None
         got = self._band_cache.get(pool)
         if got is None or got[0] is not fc or got[1] != eta:
-            cap = float(self.state.pool_capacity[self.state.pool_index[pool]]) / MILLI
-            got = (fc, eta, float(demand_bound(fc, self.params.rho, 1.0)[0]),
-                   float(demand_bound(fc, self.params.rho, eta)[0]), cap)
+            cap, rho = self.state.capacity_gpus(pool), self.params.rho
+            got = (fc, eta, float(demand_bound(fc, rho, 1.0)[0]),
+                   float(free_of_hp(fc, cap, rho, 1.0)[0]), float(free_of_hp(fc, cap, rho, eta)[0]))
             self._band_cache[pool] = got
         return got[2], got[3], got[4]
 
@@ -603,13 +605,11 @@ class Simulator:
         plans = self._band_plans(pool)
         if plans is None:
             return 0.0, 0.0
-        plan1, plan_eta, cap = plans
+        _plan1, free1, free_eta = plans
         lp = float(self.state.pool_lp[self.state.pool_index[pool]]) / MILLI
         if lp <= 0.0:
             return 0.0, 0.0
-        quota1 = cap - min(max(math.floor(plan1), 0.0), cap)
-        quota_eta = cap - min(max(math.floor(plan_eta), 0.0), cap)
-        return max(0.0, min(lp, quota_eta) - quota1) / lp, 0.0
+        return max(0.0, min(lp, free_eta) - free1) / lp, 0.0
 
     def _growth_share(self, plans: dict[str, tuple[bool, float, float]]) -> dict[str, float]:
         """Per pool with victims: η's share of the overrun behind them — of the HP demand above
