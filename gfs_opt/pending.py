@@ -416,12 +416,21 @@ class QueueOrder:
 
     ``fifo``: submit order (else PTS's size classes, largest first). ``head_of_line``: a blocked
     job holds the line until it has waited (since its last (re)queue) longer than
-    ``hol_timeout_s``; after that later jobs may pass it.
+    ``hol_timeout_s``; after that later jobs may pass it. ``lp_age_s`` (LP pass, PTS order
+    only): an LP job submitted longer than this ago goes ahead of the rest, in submit order —
+    largest-first alone hands every bit of room to the largest gang that fits, so on a backlog
+    the one-GPU jobs and the gangs too large for most room wait without bound.
     """
 
     fifo: bool = False
     head_of_line: bool = False
     hol_timeout_s: float = math.inf
+    lp_age_s: float = math.inf
+
+    @property
+    def ages(self) -> bool:
+        """Whether the LP pass takes long-waiting jobs first (`lp_age_s`)."""
+        return not self.fifo and self.lp_age_s < math.inf
 
     def holds_line(self, now: float, queued_since: float) -> bool:
         """Whether a blocked job queued at ``queued_since`` still blocks the jobs behind it."""

@@ -195,31 +195,66 @@ def test_fifo_head_refused_by_the_quota_blocks_only_until_its_timeout() -> None:
         assert list(d.placements) == placed, waited
 
 
+def test_aging_lets_a_backlog_s_oldest_small_jobs_ahead_of_a_younger_gang() -> None:
+    """Largest-first gives the quota's room to the 8-GPU gang and refuses the four one-GPU jobs
+    that waited for hours; with `lp_age_s` the ones submitted over an hour ago go first, in
+    submit order, and the gang is refused instead (the room is one node)."""
+    quotas = {("A100", 1.0): 8000}
+    small = [lp_job(i, 1000, submit=600.0 * i) for i in range(1, 5)]   # t = 600 … 2,400
+    gang = lp_job(9, 8000, submit=7000.0)
+    for age, placed, refused in ((math.inf, [9], 4), (3600.0, [1, 2, 3, 4], 1),
+                                 (7000.0, [9], 4)):   # 7,000 s: no job that old yet
+        rnd = pending_round([*small, gang], time=7200.0)
+        d = Decision()
+        denied = lp_pass(rnd, d, order=QueueOrder(lp_age_s=age), placer=BEST_FIT, quotas=quotas)
+        assert sorted(d.placements) == placed, age
+        assert denied.get("A100", 0) == refused, age
+
+
+def test_gfs_aged_policy_names_its_order_and_checks_its_option() -> None:
+    pol = make_policy("gfs-aged")
+    assert pol.order.lp_age_s == 24 * 3600.0 and pol.options()["lp_age_h"] == 24.0
+    assert "waiting > 24 h first" in pol.parts()["queue order"]
+    assert "lp_age_h" not in make_policy("gfs").options()
+    with pytest.raises(ValueError, match="lp_age_h"):
+        make_policy("gfs", lp_age_h=0)
+
+
 def reference_lp_pass(rnd: Round, quotas: dict[tuple[str, float], int],
                       order: QueueOrder) -> tuple[dict[int, object], int]:
     """The LP pass as documented, job by job in policy order (no head-of-line blocking): a job
     dominated by a failure of this pass is passed over uncounted, one the quota refuses counts
-    once, one that does not fit is a failure."""
+    once, one that does not fit is a failure. With aging (`QueueOrder.lp_age_s`) the jobs
+    submitted that long ago are first walked in submit order, uncounted; the walk in PTS order
+    then passes over the ones placed and counts every other refusal."""
     st = rnd.state.copy()
-    jobs = sorted((rnd.jobs[j] for j in rnd.pending_lp),
-                  key=(lambda j: (j.submit, j.id)) if order.fifo
-                  else (lambda j: (-j.g, j.workers, j.submit, j.id)))
+    pending = [rnd.jobs[j] for j in rnd.pending_lp]
     fails: list[tuple[int, int]] = []
     placed: dict[int, object] = {}
     denied = 0
-    for job in jobs:
-        if any(job.g >= gf and job.workers >= wf for gf, wf in fails):
-            continue
-        quota = quota_for(quotas, job.pool, job.guarantee_h)
-        if quota is not None and int(st.pool_lp[st.pool_index[job.pool]]) + job.demand > quota:
-            denied += 1
-            continue
-        placement = BEST_FIT.gang(st, job)
-        if placement is None:
-            fails.append((job.g, job.workers))
-            continue
-        st.allocate(job, placement)
-        placed[job.id] = placement
+
+    def walk(jobs: list[Job], count: bool) -> int:
+        n = 0
+        for job in jobs:
+            if job.id in placed or any(job.g >= gf and job.workers >= wf for gf, wf in fails):
+                continue
+            quota = quota_for(quotas, job.pool, job.guarantee_h)
+            if quota is not None and int(st.pool_lp[st.pool_index[job.pool]]) + job.demand > quota:
+                n += count
+                continue
+            placement = BEST_FIT.gang(st, job)
+            if placement is None:
+                fails.append((job.g, job.workers))
+                continue
+            st.allocate(job, placement)
+            placed[job.id] = placement
+        return n
+
+    if order.ages:
+        walk(sorted((j for j in pending if j.submit <= rnd.time - order.lp_age_s),
+                    key=lambda j: (j.submit, j.id)), count=False)
+    denied = walk(sorted(pending, key=(lambda j: (j.submit, j.id)) if order.fifo
+                         else (lambda j: (-j.g, j.workers, j.submit, j.id))), count=True)
     return placed, denied
 
 
@@ -227,24 +262,27 @@ def reference_lp_pass(rnd: Round, quotas: dict[tuple[str, float], int],
 # a class the quota refuses throughout, interleaved with one whose gang stops fitting: the
 # refused class's jobs after that failure are dominated, and not counted
 @example(spec=[(8000, 1, 0, 4.0), (8000, 1, 1, 1.0), (8000, 1, 2, 4.0), (8000, 1, 3, 1.0)],
-         q1=0, q4=40, fifo=False, sizes=(8,))
+         q1=0, q4=40, fifo=False, sizes=(8,), age=math.inf)
 @example(spec=[(4000, 1, 0, 4.0), (4000, 1, 1, 1.0), (4000, 1, 2, 4.0), (2000, 2, 3, 4.0),
-               (8000, 1, 4, 1.0), (4000, 1, 5, 1.0)], q1=0, q4=40, fifo=True, sizes=(8,))
+               (8000, 1, 4, 1.0), (4000, 1, 5, 1.0)], q1=0, q4=40, fifo=True, sizes=(8,),
+         age=math.inf)
 @given(spec=st.lists(st.tuples(st.sampled_from([500, 1000, 2000, 4000, 8000]),
                                st.integers(1, 3), st.integers(0, 20), st.sampled_from([1.0, 4.0])),
                      min_size=1, max_size=14),
        q1=st.integers(0, 40), q4=st.integers(0, 40), fifo=st.booleans(),
-       sizes=st.sampled_from([(8,), (4, 8), (2, 2, 4)]))
+       sizes=st.sampled_from([(8,), (4, 8), (2, 2, 4)]),
+       age=st.sampled_from([math.inf, 0.0, 5.0, 12.0]))
 def test_lp_pass_counts_what_a_job_by_job_walk_counts(spec: list[tuple[int, int, int, float]],
                                                       q1: int, q4: int, fifo: bool,
-                                                      sizes: tuple[int, ...]) -> None:
+                                                      sizes: tuple[int, ...], age: float) -> None:
     """The pass drops and defers whole shapes and counts a refused shape's later jobs from their
-    positions (`ShapeCursor.settle`): placements and denials must be the job-by-job walk's."""
+    positions (`ShapeCursor.settle`): placements and denials must be the job-by-job walk's, with
+    aging too (the round is at t = 20, so ``age`` 5 ages the jobs submitted by t = 15)."""
     jobs = [Job(i, "org", "A100", LP, g, w, float(t), 10_000.0, guarantee_h=d)
             for i, (g, w, t, d) in enumerate(spec, start=1)]
-    rnd = pending_round(jobs, sizes=sizes)
+    rnd = pending_round(jobs, sizes=sizes, time=20.0)
     quotas = {("A100", 1.0): q1 * 500, ("A100", 4.0): q4 * 500}
-    order = QueueOrder(fifo=fifo)
+    order = QueueOrder(fifo=fifo, lp_age_s=age)
     placed, denied = reference_lp_pass(rnd, quotas, order)
     d = Decision()
     got = lp_pass(rnd, d, order=order, placer=BEST_FIT, quotas=quotas)

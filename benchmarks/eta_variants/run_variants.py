@@ -44,7 +44,8 @@ SWITCHES = ("GFS_GROWTH_BUDGET", "GFS_GROWTH_MODE", "GFS_ETA_FLOOR1", "GFS_CAP_R
 REF = {"chronus2": (2.54, 2006), "chronus4": (2.93, 70421), "low": (0.78, 6927),
        "medium": (0.87, 9173), "high": (0.95, 15504), "seeds34": (0.37, 2997),
        # the held-out cells' `+sqa` means, measured with this script (policy argument)
-       "chronus2x": (2.52, 2017), "chronus4x": (2.93, 70625), "seeds56": (0.58, 19264)}
+       "chronus2x": (2.52, 2017), "chronus4x": (2.93, 70625), "seeds56": (0.58, 19264),
+       "chronus2y": (2.47, 2008), "chronus4y": (2.98, 70602), "seeds78": (0.28, 3180)}
 CASES = [("chronus2", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (0, 1, 2)),
          ("chronus4", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (0, 1, 2)),
          ("low", {"setup": "paper-a100"}, 0.5, (0, 1, 2)),

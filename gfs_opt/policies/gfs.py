@@ -11,7 +11,7 @@ most tightly, ties broken by each node's recent eviction history; an HP job that
 evicts LP work, chosen node by node by a two-pointer pass that spares the costliest work, on the
 node whose evictions cost least (failure ratio plus wasted GPU time).
 
-Composition: PTS order · spot quota with adaptive η · best fit with E(n) · two-pointer victims
+Composition: PTS order (option: long-waiting LP jobs first) · spot quota with adaptive η · best fit with E(n) · two-pointer victims
 with the GFS node cost. Its options are the ablations of GFS-SPEC §8.
 """
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gfs_opt.pending import PTS_ORDER
+from gfs_opt.model import HOUR
+from gfs_opt.pending import PTS_ORDER, QueueOrder
 from gfs_opt.policies.base import ComposedPolicy
 from gfs_opt.policies.parts import BestFit, NoQuota, PreemptRule, SpotQuota
 
@@ -41,6 +42,9 @@ class GFSPolicy(ComposedPolicy):
         (ablation `gfs-paper-eta`: on every eviction of the last H hours).
     gang_victims: an HP gang's victims are chosen with the gang in view (a node's cost shared
         by the workers its victims make room for); False = ablation `gfs-worker-victims`.
+    lp_age_h: LP jobs submitted more than this many hours ago go first, in submit order,
+        before PTS's largest-first order (`QueueOrder.lp_age_s`); None (default) = the paper's
+        order alone. `gfs-aged` sets a day.
     """
 
     name = "gfs"
@@ -50,13 +54,15 @@ class GFSPolicy(ComposedPolicy):
                  aggregation: str = "independent", eta_every_s: float = 3600.0,
                  shape: bool = True, lp_beside_hp: bool = True,
                  gang_victims: bool = True, quota_eta: float = 1.0,
-                 eta_rule: str = "attributable") -> None:
+                 eta_rule: str = "attributable", lp_age_h: float | None = None) -> None:
         if quota not in {"rule", "none"}:
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
             raise ValueError("gfs victims must be 'two-pointer' or 'naive'")
+        if lp_age_h is not None and not lp_age_h > 0:
+            raise ValueError("gfs lp_age_h must be a positive number of hours")
         super().__init__(
-            order=PTS_ORDER,
+            order=PTS_ORDER if lp_age_h is None else QueueOrder(lp_age_s=lp_age_h * HOUR),
             admission=SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
                                 eta_every_s=eta_every_s, shape=shape, fixed_eta=quota_eta,
                                 eta_rule=eta_rule)
@@ -77,6 +83,7 @@ class GFSPolicy(ComposedPolicy):
         self.gang_victims = gang_victims
         self.quota_eta = quota_eta
         self.eta_rule = eta_rule
+        self.lp_age_h = lp_age_h
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
@@ -84,4 +91,5 @@ class GFSPolicy(ComposedPolicy):
                 "quota": self.quota_mode, "eta_every_s": self.eta_every_s,
                 "shape": self.shape, "lp_beside_hp": self.lp_beside_hp,
                 "gang_victims": self.gang_victims, "eta_rule": self.eta_rule,
-                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}
+                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {}),
+                **({"lp_age_h": self.lp_age_h} if self.lp_age_h is not None else {})}

@@ -144,6 +144,8 @@ class BestFit:
 
 def describe_order(order: QueueOrder) -> str:
     if not order.fifo:
+        if order.ages:
+            return f"PTS (largest first); LP waiting > {order.lp_age_s / 3600:g} h first, FIFO"
         return "PTS (largest first)"
     if not order.head_of_line:
         return "FIFO"

@@ -109,7 +109,8 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             continue
         lp_now = st.pool_lp.item(p)
         pool_quota: dict[float, int | None] = {}
-        remember = memo is not None and not head_of_line
+        # the idle-pass shortcut replays a walk in one fixed order; aging moves jobs as they wait
+        remember = memo is not None and not head_of_line and not order.ages
         if remember and memo is not None and pool in memo.idle_passes:
             n = lp_pool_repeat(memo, rnd, queue, pool, decision, order, quotas, pool_quota)
             if n is not None:
@@ -131,6 +132,9 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         n_denied = 0
         stop = False
         started = False
+        if order.ages:
+            started = _aged_first(rnd, decision, queue, pool, rnd.time - order.lp_age_s,
+                                  placer, fails, known, quotas, pool_quota)
         for cursor in queue.cursors(pool, order.fifo, skip):
             for jid, (g, w, d) in cursor:
                 if jid in st.alloc:
@@ -185,6 +189,40 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     return denied
 
 
+def _aged_first(rnd: Round, decision: Decision, queue: PendingQueue, pool: str, cut: float,
+                placer: Placer, fails: FailSizes, known: FailSizes | None, quotas: Quotas | None,
+                pool_quota: dict[float, int | None]) -> bool:
+    """The aged part of an LP pass (`QueueOrder.lp_age_s`): the jobs submitted at or before
+    ``cut``, in submit order, each started if the quota allows it and its gang fits. Refusals
+    are not counted here: the pass's walk in its own order reaches every job left and counts
+    it there. Returns whether a job started."""
+    st = rnd.state
+    p = st.pool_index[pool]
+    started = False
+    for cursor in queue.cursors(pool, True):
+        for jid, (g, w, d) in cursor:
+            if cursor.key[0] > cut:
+                return started
+            if jid in st.alloc:
+                continue
+            if fails.dominated(g, w) or (quotas is not None and _refused(
+                    quotas, pool_quota, pool, int(st.pool_lp[p]), (g, w, d))):
+                cursor.drop()   # the quota and the room only tighten during a pass
+                continue
+            job = rnd.jobs[jid]
+            placement = None
+            if known is None or not known.dominated(g, w):
+                placement = placer.gang(st, job)
+            if placement is None:
+                fails.add(g, w)
+                cursor.drop()
+                continue
+            st.allocate(job, placement)
+            decision.placements[jid] = placement
+            started = True
+    return started
+
+
 def lp_pool_repeat(memo: FitMemo, rnd: Round, queue: PendingQueue, pool: str,
                    decision: Decision, order: QueueOrder, quotas: Quotas | None,
                    pool_quota: dict[float, int | None]) -> int | None:
@@ -193,7 +231,7 @@ def lp_pool_repeat(memo: FitMemo, rnd: Round, queue: PendingQueue, pool: str,
     quotas, it differs only by the jobs queued since (`_repeat_idle`). None: walk the pool —
     always under head-of-line blocking, where wait times decide it (an LP job placed earlier
     in the round changes the running LP, so that pass is walked too)."""
-    if order.head_of_line:
+    if order.head_of_line or order.ages:
         return None
     idle = memo.idle(rnd, pool, decision)
     if idle is None:
