@@ -1,6 +1,6 @@
 """Does GFS win both at once? The grid of issue 37, cached cell by cell.
 
-    python benchmarks/bench_both.py run [--grid targets|ablations|chronus|seeds|aged|all] [--workers N]
+    python benchmarks/bench_both.py run [--grid targets|ablations|chronus|seeds|ptsorder|all] [--workers N]
     python benchmarks/bench_both.py table [targets|issue40|ablations|chronus|seeds|all]
 
 A cell is one replay (setup or trace, policy, LP load, seed, forecaster, capacity and time
@@ -109,11 +109,11 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
     if name in ("qmilp", "all"):   # the admission MILP (with its shape rows) against the rule
         cells += [Cell("gfs-milp", 1.0, s, "ets", opts=(("quota_method", "milp"),))
                   for s in seeds]
-    if name in ("aged", "all"):   # GFS with long-waiting LP jobs first, on issue 40's cells
-        cells += [Cell("gfs-aged", f, s, "ets") for f in LOADS.values() for s in seeds]
-        cells += [Cell("gfs-aged", 1.0, s, "prophet") for s in seeds]
-        cells += [Cell("gfs-aged", 1.0, s, "ets") for s in (3, 4)]
-        cells += [Cell("gfs-aged", load, s, "ets", trace=CHRONUS, capacity_scale=1.0,
+    if name in ("ptsorder", "all"):   # GFS without aging (PTS's LP order alone), issue 40's cells
+        cells += [Cell("gfs-pts-order", f, s, "ets") for f in LOADS.values() for s in seeds]
+        cells += [Cell("gfs-pts-order", 1.0, s, "prophet") for s in seeds]
+        cells += [Cell("gfs-pts-order", 1.0, s, "ets") for s in (3, 4)]
+        cells += [Cell("gfs-pts-order", load, s, "ets", trace=CHRONUS, capacity_scale=1.0,
                        time_scale=24.0) for load in (2.0, 4.0) for s in seeds]
     if name in ("seeds", "all"):   # the synthetic trace drawn with other seeds
         cells += [Cell(p, 1.0, s, "ets") for s in (3, 4)
@@ -257,7 +257,7 @@ def table_issue40() -> None:
     print("| trace | policy | seeds | GFS LP evict | +sqa mean evict (+5 %) | GFS LP JQT s | "
           "+sqa mean JQT s | JQT | evict |")
     print("|---|---|---|---:|---:|---:|---:|---|---|")
-    for (name, kw, load, seeds, fc), pol in ((c, p) for c in cases for p in ("gfs", "gfs-aged")):
+    for (name, kw, load, seeds, fc), pol in ((c, p) for c in cases for p in ("gfs", "gfs-pts-order")):
         g_ev = _values(pol, load, fc, seeds, "lp_eviction_rate", **kw)
         g_jqt = _values(pol, load, fc, seeds, "lp_jqt_mean", **kw)
         s_ev = [x for p in SQA for x in _values(p, load, fc, seeds, "lp_eviction_rate", **kw)]
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run")
     r.add_argument("--grid", default="targets",
                    choices=["targets", "prophet", "frontier", "ablations", "chronus", "seeds",
-                            "qmilp", "mechanisms", "aged", "all"])
+                            "qmilp", "mechanisms", "ptsorder", "all"])
     r.add_argument("--workers", type=int, default=2)
     t = sub.add_parser("table")
     t.add_argument("which", nargs="?", default="all",

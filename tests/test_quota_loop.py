@@ -211,11 +211,13 @@ def test_aging_lets_a_backlog_s_oldest_small_jobs_ahead_of_a_younger_gang() -> N
         assert denied.get("A100", 0) == refused, age
 
 
-def test_gfs_aged_policy_names_its_order_and_checks_its_option() -> None:
-    pol = make_policy("gfs-aged")
+def test_gfs_ages_its_lp_queue_by_a_day_and_the_ablation_does_not() -> None:
+    pol = make_policy("gfs")
     assert pol.order.lp_age_s == 24 * 3600.0 and pol.options()["lp_age_h"] == 24.0
     assert "waiting > 24 h first" in pol.parts()["queue order"]
-    assert "lp_age_h" not in make_policy("gfs").options()
+    paper = make_policy("gfs-pts-order")
+    assert not paper.order.ages and paper.options()["lp_age_h"] is None
+    assert paper.parts()["queue order"] == "PTS (largest first)"
     with pytest.raises(ValueError, match="lp_age_h"):
         make_policy("gfs", lp_age_h=0)
 
@@ -225,15 +227,14 @@ def reference_lp_pass(rnd: Round, quotas: dict[tuple[str, float], int],
     """The LP pass as documented, job by job in policy order (no head-of-line blocking): a job
     dominated by a failure of this pass is passed over uncounted, one the quota refuses counts
     once, one that does not fit is a failure. With aging (`QueueOrder.lp_age_s`) the jobs
-    submitted that long ago are first walked in submit order, uncounted; the walk in PTS order
-    then passes over the ones placed and counts every other refusal."""
+    submitted that long ago are first walked in submit order, uncounted and with failures of
+    their own; the walk in PTS order then passes over the ones placed, as if on its own."""
     st = rnd.state.copy()
     pending = [rnd.jobs[j] for j in rnd.pending_lp]
-    fails: list[tuple[int, int]] = []
     placed: dict[int, object] = {}
-    denied = 0
 
     def walk(jobs: list[Job], count: bool) -> int:
+        fails: list[tuple[int, int]] = []
         n = 0
         for job in jobs:
             if job.id in placed or any(job.g >= gf and job.workers >= wf for gf, wf in fails):

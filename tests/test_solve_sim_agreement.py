@@ -48,6 +48,7 @@ CASES = [
         ("ref-toy", "gfs-no-beside", 0, 2.0),
         ("ref-toy", "gfs-worker-victims", 1, 2.0),
         ("ref-toy", "gfs-paper-eta", 2, 1.0),
+        ("ref-toy", "gfs-pts-order", 1, 2.0),
         ("ref-toy", "yarn-cs", 0, 2.0),
         ("ref-toy", "yarn-cs+sqa", 1, 1.0),
         ("ref-toy", "lyra", 2, 1.0),

@@ -35,8 +35,8 @@ POLICIES: dict[str, tuple[type[Policy], dict[str, Any]]] = {
     "gfs-no-beside": (GFSPolicy, {"lp_beside_hp": False}),
     "gfs-worker-victims": (GFSPolicy, {"gang_victims": False}),
     "gfs-paper-eta": (GFSPolicy, {"eta_rule": "paper"}),
-    # LP jobs waiting over a day go first (issue 40: largest-first starves a backlog's small jobs)
-    "gfs-aged": (GFSPolicy, {"lp_age_h": 24.0}),
+    # PTS's LP order alone, without letting long-waiting LP jobs first (issue 40)
+    "gfs-pts-order": (GFSPolicy, {"lp_age_h": None}),
 }
 
 

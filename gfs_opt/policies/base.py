@@ -227,8 +227,7 @@ class ComposedPolicy(GreedyPolicy):
         st = rnd.state
         nothing = _NOTHING
         denied: dict[str, int] = {}
-        # an LP pass may be told from an earlier one (not when blocking or aging reorders it)
-        repeats = not self.order.head_of_line and not self.order.ages
+        repeats = not self.order.head_of_line   # an LP pass may be told from an earlier one
         for pool in rnd.dirty_pools:
             if hp_q.shapes(pool):
                 known = hp_memo.known(rnd, pool, nothing) if hp_memo is not None else None

@@ -6,13 +6,14 @@ forecast into a spot quota per guarantee class: a low-priority ("spot") job of c
 only while the pool's running LP GPUs plus its own stay within the GPUs expected to remain free
 of HP for its whole d-hour window with probability ρ, and a feedback factor η narrows or widens
 that safety margin as the observed eviction rate falls below or rises above 1 − ρ. Jobs are
-scheduled by PTS: both queues sorted largest request first; a gang goes to the nodes that fit it
-most tightly, ties broken by each node's recent eviction history; an HP job that does not fit
-evicts LP work, chosen node by node by a two-pointer pass that spares the costliest work, on the
-node whose evictions cost least (failure ratio plus wasted GPU time).
+scheduled by PTS: both queues sorted largest request first (in gfs_opt, LP jobs that have waited
+over a day go first, in submit order, so a backlog's small jobs are not starved); a gang goes to
+the nodes that fit it most tightly, ties broken by each node's recent eviction history; an HP job
+that does not fit evicts LP work, chosen node by node by a two-pointer pass that spares the
+costliest work, on the node whose evictions cost least (failure ratio plus wasted GPU time).
 
-Composition: PTS order (option: long-waiting LP jobs first) · spot quota with adaptive η · best fit with E(n) · two-pointer victims
-with the GFS node cost. Its options are the ablations of GFS-SPEC §8.
+Composition: PTS order with aged LP jobs first · spot quota with adaptive η · best fit with E(n) ·
+two-pointer victims with the GFS node cost. Its options are the ablations of GFS-SPEC §8.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ class GFSPolicy(ComposedPolicy):
         (ablation `gfs-paper-eta`: on every eviction of the last H hours).
     gang_victims: an HP gang's victims are chosen with the gang in view (a node's cost shared
         by the workers its victims make room for); False = ablation `gfs-worker-victims`.
-    lp_age_h: LP jobs submitted more than this many hours ago go first, in submit order,
-        before PTS's largest-first order (`QueueOrder.lp_age_s`); None (default) = the paper's
-        order alone. `gfs-aged` sets a day.
+    lp_age_h: LP jobs submitted more than this many hours ago (default a day) go first, in
+        submit order, before PTS's largest-first order (`QueueOrder.lp_age_s`); None = ablation
+        `gfs-pts-order`, the paper's order alone.
     """
 
     name = "gfs"
@@ -54,7 +55,7 @@ class GFSPolicy(ComposedPolicy):
                  aggregation: str = "independent", eta_every_s: float = 3600.0,
                  shape: bool = True, lp_beside_hp: bool = True,
                  gang_victims: bool = True, quota_eta: float = 1.0,
-                 eta_rule: str = "attributable", lp_age_h: float | None = None) -> None:
+                 eta_rule: str = "attributable", lp_age_h: float | None = 24.0) -> None:
         if quota not in {"rule", "none"}:
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
@@ -91,5 +92,5 @@ class GFSPolicy(ComposedPolicy):
                 "quota": self.quota_mode, "eta_every_s": self.eta_every_s,
                 "shape": self.shape, "lp_beside_hp": self.lp_beside_hp,
                 "gang_victims": self.gang_victims, "eta_rule": self.eta_rule,
-                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {}),
-                **({"lp_age_h": self.lp_age_h} if self.lp_age_h is not None else {})}
+                "lp_age_h": self.lp_age_h,
+                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}

@@ -109,8 +109,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
             continue
         lp_now = st.pool_lp.item(p)
         pool_quota: dict[float, int | None] = {}
-        # the idle-pass shortcut replays a walk in one fixed order; aging moves jobs as they wait
-        remember = memo is not None and not head_of_line and not order.ages
+        remember = memo is not None and not head_of_line
         if remember and memo is not None and pool in memo.idle_passes:
             n = lp_pool_repeat(memo, rnd, queue, pool, decision, order, quotas, pool_quota)
             if n is not None:
@@ -134,7 +133,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         started = False
         if order.ages:
             started = _aged_first(rnd, decision, queue, pool, rnd.time - order.lp_age_s,
-                                  placer, fails, known, quotas, pool_quota)
+                                  placer, known, quotas, pool_quota)
         for cursor in queue.cursors(pool, order.fifo, skip):
             for jid, (g, w, d) in cursor:
                 if jid in st.alloc:
@@ -190,14 +189,20 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
 
 
 def _aged_first(rnd: Round, decision: Decision, queue: PendingQueue, pool: str, cut: float,
-                placer: Placer, fails: FailSizes, known: FailSizes | None, quotas: Quotas | None,
+                placer: Placer, known: FailSizes | None, quotas: Quotas | None,
                 pool_quota: dict[float, int | None]) -> bool:
     """The aged part of an LP pass (`QueueOrder.lp_age_s`): the jobs submitted at or before
-    ``cut``, in submit order, each started if the quota allows it and its gang fits. Refusals
-    are not counted here: the pass's walk in its own order reaches every job left and counts
-    it there. Returns whether a job started."""
+    ``cut``, in submit order, each started if the quota allows it and its gang fits. Returns
+    whether a job started.
+
+    Nothing here is counted and its failures are its own: the walk in PTS's order that follows
+    reaches every job left and counts as if this part had not been, on the state it left. So a
+    pass whose aged part starts nothing is the PTS pass exactly, and an idle pass is told from
+    the last one as without aging (`lp_pool_repeat`): with no GPU freed, no job that waited
+    then can start now, in any order."""
     st = rnd.state
     p = st.pool_index[pool]
+    fails = FailSizes()
     started = False
     for cursor in queue.cursors(pool, True):
         for jid, (g, w, d) in cursor:
@@ -231,7 +236,7 @@ def lp_pool_repeat(memo: FitMemo, rnd: Round, queue: PendingQueue, pool: str,
     quotas, it differs only by the jobs queued since (`_repeat_idle`). None: walk the pool —
     always under head-of-line blocking, where wait times decide it (an LP job placed earlier
     in the round changes the running LP, so that pass is walked too)."""
-    if order.head_of_line or order.ages:
+    if order.head_of_line:
         return None
     idle = memo.idle(rnd, pool, decision)
     if idle is None:
