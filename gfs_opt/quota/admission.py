@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gfs_opt.model import Decision, Job, JobClass, Round
+from gfs_opt.model import ClusterState, Decision, Job, JobClass, Placement, Round
 from gfs_opt.pending import PTS_ORDER, PendingQueue, QueueOrder, as_queue
 from gfs_opt.preempt.fit_memo import FailSizes, FitMemo, IdlePass
 from gfs_opt.preempt.hp_pass import pools_to_run
@@ -156,9 +156,7 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                         cursor.defer()
                     continue
                 job = rnd.jobs[jid]
-                placement = None
-                if known is None or not known.dominated(g, w):
-                    placement = placer.gang(st, job)
+                placement = _try_place(st, job, placer, known)
                 if placement is None:
                     if holds_line(jid):
                         stop = True
@@ -188,6 +186,15 @@ def lp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     return denied
 
 
+def _try_place(st: ClusterState, job: Job, placer: Placer,
+               known: FailSizes | None) -> Placement | None:
+    """Where the whole gang starts without preemption, or None; a gang the pool is known not to
+    fit (``known``) is not tried."""
+    if known is not None and known.dominated(job.g, job.workers):
+        return None
+    return placer.gang(st, job)
+
+
 def _aged_first(rnd: Round, decision: Decision, queue: PendingQueue, pool: str, cut: float,
                 placer: Placer, known: FailSizes | None, quotas: Quotas | None,
                 pool_quota: dict[float, int | None]) -> bool:
@@ -215,9 +222,7 @@ def _aged_first(rnd: Round, decision: Decision, queue: PendingQueue, pool: str, 
                 cursor.drop()   # the quota and the room only tighten during a pass
                 continue
             job = rnd.jobs[jid]
-            placement = None
-            if known is None or not known.dominated(g, w):
-                placement = placer.gang(st, job)
+            placement = _try_place(st, job, placer, known)
             if placement is None:
                 fails.add(g, w)
                 cursor.drop()
