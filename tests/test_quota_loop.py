@@ -218,6 +218,7 @@ def test_gfs_ages_its_lp_queue_by_a_day_and_the_ablation_does_not() -> None:
     paper = make_policy("gfs-pts-order")
     assert not paper.order.ages and paper.options()["lp_age_h"] is None
     assert paper.parts()["queue order"] == "PTS (largest first)"
+    assert not make_policy("gfs", lp_age_h=math.inf).order.ages
     with pytest.raises(ValueError, match="lp_age_h"):
         make_policy("gfs", lp_age_h=0)
 

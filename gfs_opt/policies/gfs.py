@@ -44,8 +44,9 @@ class GFSPolicy(ComposedPolicy):
     gang_victims: an HP gang's victims are chosen with the gang in view (a node's cost shared
         by the workers its victims make room for); False = ablation `gfs-worker-victims`.
     lp_age_h: LP jobs submitted more than this many hours ago (default a day) go first, in
-        submit order, before PTS's largest-first order (`QueueOrder.lp_age_s`); None = ablation
-        `gfs-pts-order`, the paper's order alone.
+        submit order, before PTS's largest-first order (`QueueOrder.lp_age_s`); None or
+        ``math.inf`` = the paper's order alone (ablation `gfs-pts-order`; an override of None
+        means "the default" to `make_policy`, as for every option, so pass ``math.inf``).
     """
 
     name = "gfs"
