@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from gfs_opt.model import MILLI, ClusterState, Decision, Params, Round
+from gfs_opt.model import HOUR, MILLI, ClusterState, Decision, Params, Round
 from gfs_opt.pending import FIFO_ORDER, PTS_ORDER, QueueOrder
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.scoring import EvictionHistory, Placer
@@ -145,7 +145,7 @@ class BestFit:
 def describe_order(order: QueueOrder) -> str:
     if not order.fifo:
         if order.ages:
-            return f"PTS (largest first); LP waiting > {order.lp_age_s / 3600:g} h first, FIFO"
+            return f"PTS (largest first); LP waiting > {order.lp_age_s / HOUR:g} h first, FIFO"
         return "PTS (largest first)"
     if not order.head_of_line:
         return "FIFO"
