@@ -15,9 +15,15 @@ answers for more than β of the failures since η last moved: HP above the plan 
 η > 1 but within the plan at η = 1, counted as η's share of the overrun), ``one`` (η back to 1)
 or ``cap`` (η back to 1 and a ceiling halfway down, which ``GFS_CAP_RECOVER=r`` lets grow ×r a
 day); ``GFS_ETA_FLOOR1`` (η never below 1); ``GFS_SHRINK_MIN=f`` (one shrink at most ×f).
+Later sessions' switches live in their own patches, each against the commit it names in
+BENCHMARKS.md: ``lp_order.patch`` (``GFS_LP_ORDER``, ``GFS_ETA_ADMITTED``), ``wait_stat.patch``
+(``GFS_WAIT_STAT``), ``band_step.patch`` (``GFS_BAND_LEVEL``, ``GFS_BAND_MODE``,
+``GFS_BAND_SHRINK``: the paper's step on the growth band's rate) and ``reserve_eta.patch``
+(``GFS_RESERVE_ETA=min1``: the whole-node reserve at min(η, 1)), both against 0d3bc4d.
 Cells: Chronus MIX1 ×24 at LP loads 2 and 4 and paper-a100 at LP loads 0.5 / 1 / 2 (seeds 0–2),
 paper-a100 seeds 3–4 at load 1, and held out (no variant was chosen on them) Chronus seeds 3–4
-at both loads and paper-a100 seeds 5–6; ETS. ``CASES_ONLY=name,name`` runs some cases only; a
+at both loads and paper-a100 seeds 5–6, then seeds 5–6 / 7–8, then (fifth session) paper-a100
+medium seeds 9–11, low and high seeds 3–4 and Chronus seeds 7–8; ETS. ``CASES_ONLY=name,name`` runs some cases only; a
 second argument runs another policy (the `+sqa` references of the held-out cases). Summaries
 are cached in ``results/eta-variants/`` under the cell, the switches and a fingerprint of the
 package's source, so a cell of other code is never read back.
@@ -39,13 +45,16 @@ from replay_spec import CHRONUS, replay_spec
 
 CACHE = Path(__file__).resolve().parents[2] / "results" / "eta-variants"
 SWITCHES = ("GFS_GROWTH_BUDGET", "GFS_GROWTH_MODE", "GFS_ETA_FLOOR1", "GFS_CAP_RECOVER",
-            "GFS_SHRINK_MIN")
+            "GFS_SHRINK_MIN", "GFS_BAND_LEVEL", "GFS_BAND_MODE", "GFS_BAND_SHRINK",
+            "GFS_LP_ORDER", "GFS_ETA_ADMITTED", "GFS_WAIT_STAT", "GFS_RESERVE_ETA")
 #: the `+sqa` family's mean LP eviction rate (%) and LP JQT (s) per case, BENCHMARKS.md issue 40
 REF = {"chronus2": (2.54, 2006), "chronus4": (2.93, 70421), "low": (0.78, 6927),
        "medium": (0.87, 9173), "high": (0.95, 15504), "seeds34": (0.37, 2997),
        # the held-out cells' `+sqa` means, measured with this script (policy argument)
        "chronus2x": (2.52, 2017), "chronus4x": (2.93, 70625), "seeds56": (0.58, 19264),
-       "chronus2y": (2.47, 2008), "chronus4y": (2.98, 70602), "seeds78": (0.28, 3180)}
+       "chronus2y": (2.47, 2008), "chronus4y": (2.98, 70602), "seeds78": (0.28, 3180),
+       "seedsz": (1.29, 16551), "lowz": (0.30, 2809), "highz": (0.40, 5844),
+       "chronus2z": (2.57, 2008), "chronus4z": (2.94, 70509)}
 CASES = [("chronus2", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (0, 1, 2)),
          ("chronus4", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (0, 1, 2)),
          ("low", {"setup": "paper-a100"}, 0.5, (0, 1, 2)),
@@ -59,7 +68,13 @@ CASES = [("chronus2", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (0, 1, 2)),
          # held out again, after the last choice (the confidence bound) was made
          ("chronus2y", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (5, 6)),
          ("chronus4y", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (5, 6)),
-         ("seeds78", {"setup": "paper-a100"}, 1.0, (7, 8))]
+         ("seeds78", {"setup": "paper-a100"}, 1.0, (7, 8)),
+         # held out a third time (fifth session), after the band's step was chosen
+         ("seedsz", {"setup": "paper-a100"}, 1.0, (9, 10, 11)),
+         ("lowz", {"setup": "paper-a100"}, 0.5, (3, 4)),
+         ("highz", {"setup": "paper-a100"}, 2.0, (3, 4)),
+         ("chronus2z", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (7, 8)),
+         ("chronus4z", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (7, 8))]
 if os.environ.get("CASES_ONLY"):
     CASES = [c for c in CASES if c[0] in os.environ["CASES_ONLY"].split(",")]
 
