@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from gfs_opt.experiments.runner import RunSpec
 from gfs_opt.paths import data_dir
 from gfs_opt.policies import options_for
@@ -18,3 +20,13 @@ def replay_spec(where: str, policy: str, load: float, seed: int) -> RunSpec:
                        lp_load=load, seed=seed, time_scale=24.0)
     return RunSpec.from_setup(where, policy=policy, policy_options=opts, lp_load=load,
                               seed=seed)
+
+
+def case_parser(doc: str) -> argparse.ArgumentParser:
+    """A script's parser with the case arguments every study takes: WHERE (``chronus`` or a
+    setup), LP_LOAD and SEED; ``doc``'s first line is its description."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("where")
+    ap.add_argument("load", type=float)
+    ap.add_argument("seed", type=int)
+    return ap

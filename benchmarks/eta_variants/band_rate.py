@@ -11,7 +11,6 @@ is what the band measured before the gate existed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,14 +20,11 @@ import gfs_opt.sim.engine as engine
 from gfs_opt.experiments.runner import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from replay_spec import replay_spec
+from replay_spec import case_parser, replay_spec
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("where")
-    ap.add_argument("load", type=float)
-    ap.add_argument("seed", type=int)
+    ap = case_parser(__doc__ or "")
     ap.add_argument("--no-gate", action="store_true")
     a = ap.parse_args()
     if a.no_gate:

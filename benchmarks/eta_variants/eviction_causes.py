@@ -6,7 +6,6 @@ into count / fragmentation / other, how many had HP above the quota's plan, and 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 from gfs_opt.experiments.runner import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from replay_spec import replay_spec
+from replay_spec import case_parser, replay_spec
 
 KEYS = ("lp_eviction_rate", "lp_windows_failed", "lp_windows_ok", "lp_evictions_count",
         "lp_evictions_fragmentation", "lp_evictions_other", "lp_evictions_quota_attributable",
@@ -22,10 +21,7 @@ KEYS = ("lp_eviction_rate", "lp_windows_failed", "lp_windows_ok", "lp_evictions_
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("where")
-    ap.add_argument("load", type=float)
-    ap.add_argument("seed", type=int)
+    ap = case_parser(__doc__ or "")
     ap.add_argument("policies", nargs="+")
     a = ap.parse_args()
     for policy in a.policies:
