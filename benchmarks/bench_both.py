@@ -1,11 +1,14 @@
 """Does GFS win both at once? The grid of issue 37, cached cell by cell.
 
-    python benchmarks/bench_both.py run [--grid targets|ablations|chronus|seeds|ptsorder|all] [--workers N]
+    python benchmarks/bench_both.py run [--grid targets|ablations|chronus|seeds|ptsorder|all] [--workers N] [--refresh P,Q]
     python benchmarks/bench_both.py table [targets|issue40|ablations|chronus|seeds|all]
 
 A cell is one replay (setup or trace, policy, LP load, seed, forecaster, capacity and time
 scale); its summary goes to ``results/bench-both/<key>.json`` (gitignored) and is never re-run,
-so the grid can be stopped and resumed. ``table`` reads the cells and prints, per load and
+so the grid can be stopped and resumed. Each cell records the fingerprint of the package's
+source it ran on (`code_fingerprint`); ``table`` names the policies whose cells came from other
+code, and ``run --refresh P,Q`` re-runs those of policies P and Q (after a change to them; the
+key is the cell alone, so the baselines' cells stay). ``table`` reads the cells and prints, per load and
 forecaster, every policy's LP eviction rate and LP JQT as a mean with a 95 % interval over seeds,
 the family means and the targets of the issue, each marked met or missed. A baseline without a
 quota does not read the forecast: it runs once per seed and is shown under both forecasters.
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from code_fingerprint import code_fingerprint
 
 from gfs_opt.experiments.runner import RunSpec, run
 from gfs_opt.experiments.setups import LOADS
@@ -40,6 +44,9 @@ ABLATIONS = ("gfs", "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-
 FRONTIER = (("gfs-static-eta", 0.5), ("gfs-static-eta", 1.0), ("gfs-static-eta", 2.0),
             ("yarn-cs+sqa", 0.5), ("yarn-cs+sqa", 2.0))
 CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
+CODE = code_fingerprint()
+#: policies whose cells ``table`` read from other code than CODE (or from before fingerprints)
+STALE: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -130,16 +137,23 @@ def _run_cell(cell: Cell) -> tuple[Cell, dict]:
     return cell, json_safe(keep)
 
 
-def cmd_run(name: str, workers: int) -> None:
+def _cached_code(cell: Cell) -> str | None:
+    """The fingerprint a cached cell ran on ("" before fingerprints were kept), None if absent."""
+    f = OUT / f"{cell.key()}.json"
+    return json.loads(f.read_text()).get("code", "") if f.exists() else None
+
+
+def cmd_run(name: str, workers: int, refresh: frozenset[str] = frozenset()) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    todo = [c for c in grid(name) if not (OUT / f"{c.key()}.json").exists()]
+    todo = [c for c in grid(name) if (code := _cached_code(c)) is None
+            or (c.policy in refresh and code != CODE)]
     print(f"{len(todo)} cells to run", flush=True)
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futs = [pool.submit(_run_cell, c) for c in todo]
         for i, fut in enumerate(as_completed(futs), 1):
             cell, summary = fut.result()
             (OUT / f"{cell.key()}.json").write_text(json.dumps(
-                {"cell": asdict(cell), "summary": summary}, allow_nan=True))
+                {"cell": asdict(cell), "code": CODE, "summary": summary}, allow_nan=True))
             print(f"[{i}/{len(todo)}] {cell.policy} load {cell.load:g} seed {cell.seed} "
                   f"{cell.forecaster} {cell.trace or cell.setup}: LP evict "
                   f"{summary['lp_eviction_rate']:.2%}, LP JQT {summary['lp_jqt_mean']:,.0f} s",
@@ -160,7 +174,12 @@ def interval(xs: list[float]) -> tuple[float, float]:
 
 def _load(cell: Cell) -> dict | None:
     f = OUT / f"{cell.key()}.json"
-    return json.loads(f.read_text())["summary"] if f.exists() else None
+    if not f.exists():
+        return None
+    got = json.loads(f.read_text())
+    if got.get("code") != CODE:
+        STALE.add(cell.policy)
+    return got["summary"]
 
 
 def _values(policy: str, load: float, fc: str, seeds: Iterable[int], metric: str,
@@ -300,13 +319,16 @@ def main(argv: list[str] | None = None) -> int:
                    choices=["targets", "prophet", "frontier", "ablations", "chronus", "seeds",
                             "qmilp", "mechanisms", "ptsorder", "all"])
     r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--refresh", default="", metavar="P,Q",
+                   help="re-run these policies' cells that ran on other code")
     t = sub.add_parser("table")
     t.add_argument("which", nargs="?", default="all",
                    choices=["targets", "issue40", "frontier", "ablations", "chronus", "seeds",
                             "qmilp", "mechanisms", "all"])
     args = ap.parse_args(argv)
     if args.cmd == "run":
-        cmd_run(args.grid, args.workers)
+        cmd_run(args.grid, args.workers,
+                frozenset(p for p in args.refresh.split(",") if p))
         return 0
     if args.which in ("targets", "all"):
         table_targets()
@@ -322,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "mechanism off at a time, beyond paper-a100 seeds 0–2")):
         if args.which in (name, "all"):
             table_rows(grid(name), title)
+    if STALE:
+        print(f"\nnote: cells of {', '.join(sorted(STALE))} ran on other code than this "
+              f"checkout's ({CODE}); a policy whose behaviour changed since needs `run --refresh`")
     return 0
 
 

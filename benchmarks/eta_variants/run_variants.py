@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from code_fingerprint import code_fingerprint
 from replay_spec import CHRONUS, replay_spec
 
 CACHE = Path(__file__).resolve().parents[2] / "results" / "eta-variants"
@@ -79,18 +80,7 @@ if os.environ.get("CASES_ONLY"):
     CASES = [c for c in CASES if c[0] in os.environ["CASES_ONLY"].split(",")]
 
 
-def _code() -> str:
-    """A fingerprint of the imported package's source (``PYTHONPATH`` may point at another
-    checkout): a cached cell of other code is never read back."""
-    import gfs_opt
-
-    h = hashlib.sha1()
-    for f in sorted(Path(gfs_opt.__file__).resolve().parent.rglob("*.py")):
-        h.update(f.read_bytes())
-    return h.hexdigest()[:12]
-
-
-CODE = _code()
+CODE = code_fingerprint()
 
 
 def _key(cell: dict) -> str:
