@@ -12,9 +12,11 @@ from gfs_opt.policies import options_for
 CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
 
 
-def replay_spec(where: str, policy: str, load: float, seed: int) -> RunSpec:
-    """The `RunSpec` of ``policy`` (ETS) on ``where`` at LP load ``load`` and trace seed ``seed``."""
-    opts = options_for(policy, {"forecaster": "ets"})
+def replay_spec(where: str, policy: str, load: float, seed: int,
+                options: dict | None = None) -> RunSpec:
+    """The `RunSpec` of ``policy`` (ETS, and ``options``) on ``where`` at LP load ``load`` and
+    trace seed ``seed``."""
+    opts = options_for(policy, {"forecaster": "ets", **(options or {})})
     if where == "chronus":
         return RunSpec(trace=str(data_dir() / CHRONUS), policy=policy, policy_options=opts,
                        lp_load=load, seed=seed, time_scale=24.0)

@@ -24,6 +24,7 @@ evictions):
     python benchmarks/eta_variants/hp_patience.py '{"PATIENCE": "3600", "PAT_HOLD": "1", "PAT_RECLAIM": "1"}'
     python benchmarks/eta_variants/hp_patience.py '{}'                # today's GFS, same columns
     python benchmarks/eta_variants/hp_patience.py '{}' yarn-cs+sqa    # a baseline, same columns
+    python benchmarks/eta_variants/hp_patience.py '{}' gfs '{"hp_wait_h": 0.5}'  # with options
 
 ``CASES_ONLY`` as in ``run_variants.py``. Results are cached in ``results/eta-variants/`` under
 the cell, the switches, this file's text and the package's fingerprint.
@@ -48,7 +49,8 @@ import run_variants as rv
 #: the no-quota mean LP JQT (YARN-CS, Lyra, FGD; s) of each paper-a100 cell, for issue 37's
 #: bound (≤ 1.5×), measured with ``run_variants.py '{}' POLICY`` for the three policies
 NO_QUOTA_JQT = {"low": 1719, "medium": 2052, "high": 3674, "seeds34": 480, "seeds56": 1796,
-                "seeds78": 592, "seedsz": 2233, "lowz": 411, "highz": 859}
+                "seeds78": 592, "seedsz": 2233, "lowz": 411, "highz": 859,
+                "seedsw": 1941, "loww": 1359, "highw": 3884}
 KEYS = ("lp_eviction_rate", "lp_jqt_mean", "hp_jqt_mean", "hp_jqt_p99",
         "lp_evictions_fragmentation", "lp_evictions_count")
 SWITCHES = ("PATIENCE", "PAT_HOLD", "PAT_RECLAIM")
@@ -126,16 +128,19 @@ def run_cell(cell: dict) -> tuple[dict, dict]:
         gfs_module._plain_steps)  # type: ignore[attr-defined]
     patch_gfs()
     where = "chronus" if "trace" in cell else cell["setup"]
-    out = run(rv.replay_spec(where, cell["policy"], cell["load"], cell["seed"]))
+    out = run(rv.replay_spec(where, cell["policy"], cell["load"], cell["seed"],
+                             cell.get("options")))
     return cell, {k: float(out.summary[k]) for k in KEYS}
 
 
 def main() -> None:
     env = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     policy = sys.argv[2] if len(sys.argv) > 2 else "gfs"
+    options = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
     rv.CACHE.mkdir(parents=True, exist_ok=True)
     src = Path(__file__).read_text()
-    cells = [{**kw, "load": load, "seed": s, "policy": policy, "env": env}
+    cells = [{**kw, "load": load, "seed": s, "policy": policy, "env": env,
+              **({"options": options} if options else {})}
              for _n, kw, load, seeds in rv.CASES for s in seeds]
 
     def key(c: dict) -> str:
@@ -148,7 +153,7 @@ def main() -> None:
             c, s = f.result()
             (rv.CACHE / f"{key(c)}.json").write_text(json.dumps({"cell": c, "s": s}))
     res = [json.loads((rv.CACHE / f"{key(c)}.json").read_text())["s"] for c in cells]
-    print(policy, env)
+    print(policy, options or "", env)
     i = missed = missed37 = 0
     for name, _kw, _load, seeds in rv.CASES:
         r = res[i:i + len(seeds)]
@@ -157,7 +162,7 @@ def main() -> None:
         def mean(k: str, r: list = r) -> float:
             return float(np.mean([x[k] for x in r]))
         e, j = 100 * mean("lp_eviction_rate"), mean("lp_jqt_mean")
-        ref_e, ref_j = rv.REF[name]
+        ref_e, ref_j = rv.REF.get(name, (float("nan"), float("nan")))
         ok = e <= ref_e * 1.05 and j <= ref_j
         missed += not ok
         nq = NO_QUOTA_JQT.get(name)

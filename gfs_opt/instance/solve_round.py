@@ -41,15 +41,18 @@ STEPS = ("all", "quota", "preemption")
 
 
 def greedy_policy_names() -> list[str]:
-    """Registered policies whose round is greedy passes that an instance file can feed."""
-    return [name for name, (cls, _opts) in POLICIES.items()
-            if issubclass(cls, GreedyPolicy) and cls.standalone]
+    """Registered policies whose round is greedy passes that an instance file can feed (not
+    those whose HP gangs wait for window boundaries: what they hold back from the LP pass, and
+    the jobs they re-queue, are not in a round's two steps)."""
+    return [name for name, (cls, opts) in POLICIES.items()
+            if issubclass(cls, GreedyPolicy) and cls.standalone and not opts.get("hp_wait_h")]
 
 
 def greedy_policy(name: str) -> GreedyPolicy:
     """The policy whose greedy steps `solve_round` runs."""
     policy = make_policy(name)
-    if not isinstance(policy, GreedyPolicy) or not policy.standalone:
+    if (not isinstance(policy, GreedyPolicy) or not policy.standalone
+            or getattr(policy, "hp_wait_s", 0.0) > 0):
         raise GfsError(f"policy '{name}' has no greedy steps for a standalone round; choose "
                        f"from {', '.join(greedy_policy_names())}")
     return policy

@@ -29,6 +29,7 @@ from gfs_opt.policies.parts import (
     describe_order,
     describe_victims,
 )
+from gfs_opt.preempt.boundary import boundary_pass, held_reserves, patient_gangs
 from gfs_opt.preempt.fit_memo import FitMemo
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass
@@ -53,6 +54,9 @@ class Policy(ABC):
     #: called at every event time (False: only on quota-refresh rounds, e.g. Chronus' 300 s rounds)
     every_event: ClassVar[bool] = True
     spot: SpotQuota | None = None
+    #: an LP job's window end in a pool with HP waiting is a scheduling event for this policy
+    #: (its HP gangs may take LP jobs at their boundary, `gfs_opt.preempt.boundary`)
+    wakes_at_window_ends: bool = False
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         """Called once before a simulation (or a standalone solve) starts."""
@@ -154,22 +158,35 @@ class ComposedPolicy(GreedyPolicy):
     placement: where free GPUs are taken (`BestFit`, or a paper's own `PlacementScore`).
     victim_rule: which LP jobs an HP job may evict (`PreemptRule`); None: no preemption.
 
+    hp_wait_s: how long an HP gang of whole-node workers waits for LP jobs at a window boundary
+    before it evicts (`gfs_opt.preempt.boundary`; 0: never, the paper's PTS).
+
     `evictable` narrows the running LP jobs the victim rule may choose from (default: all).
     """
 
     def __init__(self, *, order: QueueOrder, admission: Admission, placement: PlacementScore,
-                 victim_rule: PreemptRule | None) -> None:
+                 victim_rule: PreemptRule | None, hp_wait_s: float = 0.0) -> None:
         self.order = order
         self.admission = admission
         self.placement = placement
         self.victim_rule = victim_rule
         self.spot = admission if isinstance(admission, SpotQuota) else None
+        self.hp_wait_s = hp_wait_s if victim_rule is not None else 0.0
+        self.wakes_at_window_ends = self.hp_wait_s > 0
+        self._held: dict[str, int] = {}   # workers of HP gangs waiting for a boundary, per pool
+
+    def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
+        super().reset(state, params, origin)
+        self._held = {}
 
     def parts(self) -> dict[str, str]:
         """What the policy is made of, part by part, in words (ARCHITECTURE.md lists them)."""
+        victims = describe_victims(self.victim_rule)
+        if self.hp_wait_s > 0:
+            victims += (f"; whole-node HP gangs first wait ≤ {self.hp_wait_s / 3600:g} h for LP "
+                        "window boundaries (re-queues)")
         return {"queue order": describe_order(self.order), "admission": self.admission.name,
-                "placement": self.placement.name,
-                "victims": describe_victims(self.victim_rule)}
+                "placement": self.placement.name, "victims": victims}
 
     def quotas_for_pass(self, rnd: Round, decision: Decision) -> Quotas | None:
         return self.admission.quotas_for_pass(rnd, decision)
@@ -200,6 +217,10 @@ class ComposedPolicy(GreedyPolicy):
                 and cls.lp_step is ComposedPolicy.lp_step
                 and cls.quotas_for_pass is ComposedPolicy.quotas_for_pass)
         if not plain:
+            return False
+        # a gang waiting for a boundary (or the reserve held for it last pass) is not in the
+        # memos' terms: such rounds run in full
+        if self.hp_wait_s > 0 and (self._held or patient_gangs(rnd, self.hp_wait_s)):
             return False
         hp_memo = (self.fit_memo("hp", preemptive=self.victim_rule is not None)
                    if self.evictable(rnd) is None else None)
@@ -248,6 +269,17 @@ class ComposedPolicy(GreedyPolicy):
         return denied
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
+        patient = patient_gangs(rnd, self.hp_wait_s) if self.hp_wait_s > 0 else []
+        self._held = {}
+        if patient and self.evictable(rnd) is None:
+            placer = self.placer(rnd)
+            self._held = boundary_pass(rnd, decision, patient, order=self.order, placer=placer,
+                                       rule=self.victim_rule)
+            # the others as PTS, without the memo: it does not know the gangs left waiting
+            skip = set(patient)
+            hp_pass(replace(rnd, pending_hp=[j for j in rnd.pending_hp if j not in skip]),
+                    decision, order=self.order, placer=placer, victims=self.victim_rule)
+            return
         hp_pass(rnd, decision, order=self.order, placer=self.placer(rnd),
                 victims=self.victim_rule, evictable=self.evictable(rnd),
                 memo=self.fit_memo("hp", preemptive=self.victim_rule is not None))
@@ -263,6 +295,8 @@ class ComposedPolicy(GreedyPolicy):
         only at a quota refresh)."""
         placer = self.placer(rnd)
         reserves = (decision.reserves if decision.reserves is not None else rnd.reserves) or None
+        if getattr(self, "_held", None):
+            reserves = held_reserves(reserves, self._held, rnd.params.guarantee_classes)
         if reserves != getattr(self, "_lp_reserves", None):
             self._lp_reserves = None if reserves is None else dict(reserves)
             getattr(self, "_fit_memos", {}).pop("lp", None)

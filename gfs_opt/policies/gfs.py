@@ -18,6 +18,7 @@ two-pointer victims with the GFS node cost. Its options are the ablations of GFS
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gfs_opt.model import HOUR
@@ -47,6 +48,9 @@ class GFSPolicy(ComposedPolicy):
         submit order, before PTS's largest-first order (`QueueOrder.lp_age_s`); None or
         ``math.inf`` = the paper's order alone (ablation `gfs-pts-order`; an override of None
         means "the default" to `make_policy`, as for every option, so pass ``math.inf``).
+    hp_wait_h: an HP gang of whole-node workers waits up to this many hours for LP jobs at a
+        guarantee-window boundary (re-queued at their checkpoint, no window broken) before it
+        evicts (`gfs_opt.preempt.boundary`); 0 = the paper's PTS (policy `gfs-wait`: 1 h).
     """
 
     name = "gfs"
@@ -56,13 +60,16 @@ class GFSPolicy(ComposedPolicy):
                  aggregation: str = "independent", eta_every_s: float = 3600.0,
                  shape: bool = True, lp_beside_hp: bool = True,
                  gang_victims: bool = True, quota_eta: float = 1.0,
-                 eta_rule: str = "attributable", lp_age_h: float | None = 24.0) -> None:
+                 eta_rule: str = "attributable", lp_age_h: float | None = 24.0,
+                 hp_wait_h: float = 0.0) -> None:
         if quota not in {"rule", "none"}:
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
             raise ValueError("gfs victims must be 'two-pointer' or 'naive'")
         if lp_age_h is not None and not lp_age_h > 0:
             raise ValueError("gfs lp_age_h must be a positive number of hours")
+        if not 0 <= hp_wait_h < math.inf:
+            raise ValueError("gfs hp_wait_h must be a finite number of hours ≥ 0")
         super().__init__(
             order=PTS_ORDER if lp_age_h is None else QueueOrder(lp_age_s=lp_age_h * HOUR),
             admission=SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
@@ -72,7 +79,8 @@ class GFSPolicy(ComposedPolicy):
             placement=BestFit(history=use_history, lp_beside_hp=lp_beside_hp),
             victim_rule=(PreemptRule("naive", "count", first_candidate_only=True)
                          if victims == "naive"
-                         else PreemptRule("two-pointer", "gfs", gang_aware=gang_victims)))
+                         else PreemptRule("two-pointer", "gfs", gang_aware=gang_victims)),
+            hp_wait_s=hp_wait_h * HOUR)
         self.forecaster_name = forecaster
         self.static_eta = static_eta
         self.use_history = use_history
@@ -86,6 +94,7 @@ class GFSPolicy(ComposedPolicy):
         self.quota_eta = quota_eta
         self.eta_rule = eta_rule
         self.lp_age_h = lp_age_h
+        self.hp_wait_h = hp_wait_h
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
@@ -94,4 +103,5 @@ class GFSPolicy(ComposedPolicy):
                 "shape": self.shape, "lp_beside_hp": self.lp_beside_hp,
                 "gang_victims": self.gang_victims, "eta_rule": self.eta_rule,
                 "lp_age_h": self.lp_age_h,
-                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}
+                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {}),
+                **({"hp_wait_h": self.hp_wait_h} if self.hp_wait_h else {})}

@@ -31,6 +31,7 @@ from gfs_opt.model import (
 )
 from gfs_opt.pending import PTS_ORDER, PendingQueue, Shape, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.preempt.boundary import boundary_pass, patient_gangs
 from gfs_opt.preempt.fit_memo import lacks_room
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import PassCache, PreemptOptions, solve_preemption
@@ -199,6 +200,8 @@ class GFSMilpPolicy(GFSPolicy):
     def settled(self, rnd: Round) -> bool:
         """The greedy passes are settled and no waiting HP gang could start by evicting LP work:
         no MILP would be built (`hp_step`)."""
+        if self.hp_wait_s > 0 and (self._held or patient_gangs(rnd, self.hp_wait_s)):
+            return False
         denied = self.passes_settled(rnd, self.fit_memo("hp", preemptive=False))
         if denied is None:
             return False
@@ -212,11 +215,21 @@ class GFSMilpPolicy(GFSPolicy):
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         """What fits without preemption greedily, then the preemption MILP on the contested
         pools (the greedy PTS answer on time-out)."""
-        hp_pass(rnd, decision, order=PTS_ORDER, placer=self.placer(rnd), victims=None,
+        placer = self.placer(rnd)
+        hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=None,
                 memo=self.fit_memo("hp", preemptive=False))
+        self._held = {}
+        patient = ([j for j in patient_gangs(rnd, self.hp_wait_s) if j not in rnd.state.alloc]
+                   if self.hp_wait_s > 0 else [])
+        if patient:   # the boundary step is greedy: it re-queues, it breaks no window
+            self._held = boundary_pass(rnd, decision, patient, order=PTS_ORDER, placer=placer,
+                                       rule=self.victim_rule)
         pools = self.contested_pools(rnd)
         st = rnd.state
         waiting = self._waiting(rnd, pools) if pools else []
+        if patient:
+            skip = set(patient)
+            waiting = [j for j in waiting if j not in skip]
         if waiting:
             sub = standalone_round(rnd, pending_hp=waiting, pending_lp=[])
             res = solve_preemption(sub, self.preempt_options, solver=self.solver,

@@ -180,6 +180,8 @@ class Simulator:
         self.hp_whole: dict[str, int] = dict.fromkeys(self.state.pools, 0)
         self.whole_hour_max: dict[str, int] = dict.fromkeys(self.state.pools, 0)
         self.dirty: set[str] = set(self.state.pools)
+        # window ends are scheduling events only for a policy that acts on them
+        self._wake_at_windows = bool(getattr(policy, "wakes_at_window_ends", False))
         self.recorder = Recorder(self.state, self.params, self.cfg.eval_start, self.cfg.eval_end,
                                  self.cfg.sample_s)
         self.released = dict.fromkeys(self.state.pools, 0)
@@ -318,6 +320,8 @@ class Simulator:
 
     def _window_end(self, r: JobRun, t: float) -> None:
         self._window_outcome(r, t, True)
+        if self._wake_at_windows and self.hp_q.shapes(r.job.pool):
+            self.dirty.add(r.job.pool)
         r.saved = r.progress(t)
         r.ckpt_time = t
         r.window_start = t

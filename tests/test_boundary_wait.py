@@ -1,0 +1,193 @@
+"""Whole-node HP gangs that wait for an LP window boundary instead of breaking a window
+(`gfs_opt.preempt.boundary`, policy `gfs-wait`; issue 40).
+
+Hand-built rounds where the answer is known (take the LP job at its boundary as a re-queue; wait
+while it is mid-window and hold the whole node it needs from the LP pass; evict once the wait is
+over), and whole simulations where the HP gang starts at the LP job's checkpoint with no window
+broken, under the greedy and the exact policy alike.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from gfs_opt.model import MILLI, ClusterState, Decision, Job, JobClass, Params, Round, RunningJob
+from gfs_opt.policies import POLICIES, make_policy
+from gfs_opt.policies.base import ComposedPolicy
+from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.preempt.boundary import at_boundary, held_reserves, patient_gangs
+from gfs_opt.sim.engine import SimConfig, Simulator
+from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
+
+HP, LP = JobClass.HP, JobClass.LP
+T = 10_000.0
+
+
+def cluster(lp_window_start: float, hp_submit: float = T - 100.0, workers: int = 1,
+            lp_waiting: bool = False) -> Round:
+    """Three 8-GPU nodes: n0 half used by HP (its free GPUs are the pool's room), n1 held by one
+    8-GPU LP job whose window began at ``lp_window_start``, n2 free; a waiting HP gang of
+    ``workers`` whole-node workers (and, with ``lp_waiting``, an 8-GPU LP job waiting)."""
+    st = ClusterState.from_nodes(("A100", 8, f"n{i}") for i in range(3))
+    jobs: dict[int, Job] = {}
+    running: dict[int, RunningJob] = {}
+    for jid, cls, g, node in ((1, HP, 4, 0), (2, LP, 8, 1)):
+        j = Job(jid, "org", "A100", cls, g * MILLI, 1, 0.0, 50_000.0)
+        pl = ((node, tuple(range(g))),)
+        st.allocate(j, pl)
+        jobs[jid] = j
+        running[jid] = RunningJob(j, 0.0, lp_window_start, lp_window_start, pl)
+    # the free whole node is taken by an HP job of 8 GPUs that fits there
+    hp_fill = Job(3, "org", "A100", HP, 8 * MILLI, 1, 0.0, 50_000.0)
+    st.allocate(hp_fill, ((2, tuple(range(8))),))
+    jobs[3] = hp_fill
+    running[3] = RunningJob(hp_fill, 0.0, 0.0, 0.0, ((2, tuple(range(8))),))
+    jobs[10] = Job(10, "org", "A100", HP, 8 * MILLI, workers, hp_submit, 1_000.0)
+    pending_lp = []
+    if lp_waiting:
+        jobs[20] = Job(20, "org", "A100", LP, 8 * MILLI, 1, 0.0, 1_000.0)
+        pending_lp = [20]
+    return Round(time=T, state=st, jobs=jobs, running=running, pending_hp=[10],
+                 pending_lp=pending_lp, queued_since={10: hp_submit}, params=Params())
+
+
+def decide(rnd: Round, wait_h: float) -> tuple[Decision, GFSPolicy]:
+    pol = GFSPolicy(quota="none", hp_wait_h=wait_h)
+    pol.reset(rnd.state, rnd.params)
+    rnd.state.begin()
+    try:
+        d = pol.decide(rnd)
+    finally:
+        rnd.state.rollback()
+        rnd.state.commit()
+    return d, pol
+
+
+def test_gang_takes_the_lp_job_at_its_boundary_as_a_requeue() -> None:
+    rnd = cluster(lp_window_start=T)          # the LP job's window restarts now
+    assert set(at_boundary(rnd)) == {2}
+    assert patient_gangs(rnd, 3600.0) == [10]
+    d, pol = decide(rnd, 1.0)
+    assert d.requeue == [2] and d.victims == []
+    assert d.placements[10] == ((1, tuple(range(8))),)
+    assert pol._held == {}
+
+
+def test_gang_waits_while_the_lp_job_is_mid_window() -> None:
+    d, pol = decide(cluster(lp_window_start=T - 600.0), 1.0)
+    assert d.placements == {} and d.victims == [] and d.requeue == []
+    assert pol._held == {"A100": 1}
+
+
+def test_gang_evicts_once_it_has_waited_its_patience() -> None:
+    d, _pol = decide(cluster(lp_window_start=T - 600.0, hp_submit=T - 3_600.0), 1.0)
+    assert d.victims == [2] and 10 in d.placements
+
+
+def test_without_patience_the_gang_evicts_at_once() -> None:
+    rnd = cluster(lp_window_start=T - 600.0)
+    assert patient_gangs(rnd, 0.0) == []
+    d, _pol = decide(rnd, 0.0)
+    assert d.victims == [2] and d.requeue == []
+
+
+def test_lp_pass_does_not_break_the_node_a_waiting_gang_needs() -> None:
+    """The gang needs two whole nodes, one is free: it waits, and the 8-GPU LP job that would
+    take the free node waits too (without the wait the gang evicts and the LP job stays out)."""
+    rnd = cluster(lp_window_start=T - 600.0, workers=2, lp_waiting=True)
+    st = rnd.state
+    st.release(rnd.jobs[3])      # n2 free again
+    running = {j: r for j, r in rnd.running.items() if j != 3}
+    rnd = Round(time=T, state=st, jobs=rnd.jobs, running=running, pending_hp=[10],
+                pending_lp=[20], queued_since=dict(rnd.queued_since), params=Params())
+    d, pol = decide(rnd, 1.0)
+    assert pol._held == {"A100": 2}
+    assert 20 not in d.placements and d.placements == {} and d.victims == []
+
+
+def two_lp_nodes(first_window: float, second_window: float, workers: int = 2) -> Round:
+    """n0 half HP, n1 and n2 each held by one 8-GPU LP job (windows from the given times), no
+    free whole node; a gang of ``workers`` whole-node workers waits."""
+    rnd = cluster(lp_window_start=first_window, workers=workers)
+    st = rnd.state
+    st.release(rnd.jobs[3])
+    lp = Job(3, "org", "A100", LP, 8 * MILLI, 1, 0.0, 50_000.0)
+    pl = ((2, tuple(range(8))),)
+    st.allocate(lp, pl)
+    jobs = {**rnd.jobs, 3: lp}
+    running = {**rnd.running, 3: RunningJob(lp, 0.0, second_window, second_window, pl)}
+    return Round(time=T, state=st, jobs=jobs, running=running, pending_hp=[10], pending_lp=[],
+                 queued_since=dict(rnd.queued_since), params=Params())
+
+
+def test_a_gang_of_two_gathers_a_node_at_its_boundary() -> None:
+    """One of the two LP nodes is at a boundary: it is emptied for the gang (re-queue), which
+    keeps waiting for the second; nothing is evicted."""
+    d, pol = decide(two_lp_nodes(T, T - 600.0), 1.0)
+    assert d.requeue == [2] and d.victims == [] and d.placements == {}
+    assert pol._held == {"A100": 2}
+
+
+def test_the_second_boundary_completes_the_gang() -> None:
+    """Both LP nodes at a boundary at once: the gang starts on both, by re-queues."""
+    d, _pol = decide(two_lp_nodes(T, T), 1.0)
+    assert sorted(d.requeue) == [2, 3] and d.victims == []
+    assert sorted(n for n, _g in d.placements[10]) == [1, 2]
+
+
+def test_no_gathering_for_a_gang_the_lp_nodes_cannot_cover() -> None:
+    """Three whole nodes needed, two held by LP: boundaries alone can never host the gang, so
+    no node is emptied for it (it will evict when its wait is over)."""
+    d, pol = decide(two_lp_nodes(T, T, workers=3), 1.0)
+    assert d.requeue == [] and d.placements == {} and pol._held == {"A100": 3}
+
+
+def test_held_reserves_add_the_waiting_workers_to_every_class() -> None:
+    assert held_reserves(None, {}, (1.0,)) is None
+    assert held_reserves({("A", 1.0): 1}, {"A": 2, "B": 1}, (1.0, 4.0)) == {
+        ("A", 1.0): 3, ("A", 4.0): 2, ("B", 1.0): 1, ("B", 4.0): 1}
+
+
+def test_policy_options_and_description() -> None:
+    pol = make_policy("gfs-wait")
+    assert isinstance(pol, ComposedPolicy) and pol.hp_wait_s == 3600.0
+    assert pol.wakes_at_window_ends and pol.options()["hp_wait_h"] == 1.0
+    assert "window boundaries" in pol.parts()["victims"]
+    plain = make_policy("gfs")
+    assert not plain.wakes_at_window_ends and "hp_wait_h" not in plain.options()
+    with pytest.raises(ValueError, match="hp_wait_h"):
+        GFSPolicy(hp_wait_h=-1.0)
+    assert POLICIES["gfs-wait"][1] == {"hp_wait_h": 1.0}
+
+
+# ---- whole simulations -------------------------------------------------------------------------
+def boundary_trace() -> Trace:
+    """n0 half held by HP, n1 by one 8-GPU LP job from t = 0 (windows of 1 h); an 8-GPU HP job
+    arrives at t = 2,000, mid-window, when no whole node is free."""
+    nodes = pd.DataFrame([(f"n{i}", "A100", 8, 64.0) for i in range(2)], columns=NODE_COLUMNS)
+    rows = [(1, "hp-half", "org", "A100", "HP", 4 * MILLI, 1, 0.0, 20_000.0, 0.0, 1.0, False),
+            (2, "lp-node", "org", "A100", "LP", 8 * MILLI, 1, 1.0, 20_000.0, 0.0, 1.0, False),
+            (3, "hp-node", "org", "A100", "HP", 8 * MILLI, 1, 2_000.0, 1_000.0, 0.0, 1.0, False)]
+    return Trace(nodes, pd.DataFrame(rows, columns=JOB_COLUMNS))
+
+
+@pytest.mark.parametrize("policy", ["gfs-wait", "gfs", "gfs-milp"])
+def test_simulation_starts_the_gang_at_the_checkpoint(policy: str) -> None:
+    trace = boundary_trace()
+    cfg = SimConfig(eval_start=0.0, eval_end=2_001.0, sample_s=300.0, check_invariants=True,
+                    drain_s=86_400.0)
+    wait = policy != "gfs"
+    pol = make_policy(policy, quota="none", **({"hp_wait_h": 1.0} if wait else {}))
+    sim = Simulator(trace, pol, Params(), cfg)
+    sim.run()
+    jobs = sim.recorder.jobs
+    assert jobs is not None
+    by_id = jobs.set_index("job_id")
+    if wait:   # the HP job starts at the LP job's first boundary (t = 3,601), no window broken
+        assert by_id.loc[3, "jqt"] == pytest.approx(1_601.0)
+        assert by_id.loc[2, "windows_failed"] == 0 and by_id.loc[2, "requeues"] == 1
+        assert by_id.loc[2, "evictions"] == 0
+    else:      # PTS evicts at once
+        assert by_id.loc[3, "jqt"] == 0.0
+        assert by_id.loc[2, "windows_failed"] == 1 and by_id.loc[2, "evictions"] == 1
