@@ -16,6 +16,7 @@ from gfs_opt.model import MILLI, ClusterState, Decision, Job, JobClass, Params, 
 from gfs_opt.policies import POLICIES, make_policy
 from gfs_opt.policies.base import ComposedPolicy
 from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.policies.gfs_milp import GFSMilpPolicy
 from gfs_opt.preempt.boundary import at_boundary, held_reserves, patient_gangs
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
@@ -52,8 +53,8 @@ def cluster(lp_window_start: float, hp_submit: float = T - 100.0, workers: int =
                  pending_lp=pending_lp, queued_since={10: hp_submit}, params=Params())
 
 
-def decide(rnd: Round, wait_h: float) -> tuple[Decision, GFSPolicy]:
-    pol = GFSPolicy(quota="none", hp_wait_h=wait_h)
+def decide(rnd: Round, wait_h: float, exact: bool = False) -> tuple[Decision, GFSPolicy]:
+    pol = (GFSMilpPolicy if exact else GFSPolicy)(quota="none", hp_wait_h=wait_h)
     pol.reset(rnd.state, rnd.params)
     rnd.state.begin()
     try:
@@ -72,6 +73,19 @@ def test_gang_takes_the_lp_job_at_its_boundary_as_a_requeue() -> None:
     assert d.requeue == [2] and d.victims == []
     assert d.placements[10] == ((1, tuple(range(8))),)
     assert pol._held == {}
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_requeued_job_is_no_victim_of_a_later_gang(exact: bool) -> None:
+    """The patient gang takes the LP job at its boundary; an HP job of 4 GPUs that waits behind
+    it (not whole-node: it evicts at once) finds no LP job left to evict, rather than the one
+    just re-queued (its GPUs now hold the gang)."""
+    rnd = cluster(lp_window_start=T)
+    jobs = {**rnd.jobs, 11: Job(11, "org", "A100", HP, 6 * MILLI, 1, T - 50.0, 1_000.0)}
+    rnd = Round(time=T, state=rnd.state, jobs=jobs, running=rnd.running, pending_hp=[10, 11],
+                pending_lp=[], queued_since={10: T - 100.0, 11: T - 50.0}, params=Params())
+    d, _pol = decide(rnd, 1.0, exact)
+    assert d.requeue == [2] and d.victims == [] and set(d.placements) == {10}
 
 
 def test_gang_waits_while_the_lp_job_is_mid_window() -> None:

@@ -29,7 +29,12 @@ from gfs_opt.policies.parts import (
     describe_order,
     describe_victims,
 )
-from gfs_opt.preempt.boundary import boundary_pass, held_reserves, patient_gangs
+from gfs_opt.preempt.boundary import (
+    boundary_pass,
+    held_reserves,
+    patient_gangs,
+    still_running,
+)
 from gfs_opt.preempt.fit_memo import FitMemo
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass
@@ -277,7 +282,8 @@ class ComposedPolicy(GreedyPolicy):
                                        rule=self.victim_rule)
             # the others as PTS, without the memo: it does not know the gangs left waiting
             skip = set(patient)
-            hp_pass(replace(rnd, pending_hp=[j for j in rnd.pending_hp if j not in skip]),
+            hp_pass(replace(still_running(rnd, decision),
+                            pending_hp=[j for j in rnd.pending_hp if j not in skip]),
                     decision, order=self.order, placer=placer, victims=self.victim_rule)
             return
         hp_pass(rnd, decision, order=self.order, placer=self.placer(rnd),

@@ -31,7 +31,7 @@ from gfs_opt.model import (
 )
 from gfs_opt.pending import PTS_ORDER, PendingQueue, Shape, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
-from gfs_opt.preempt.boundary import boundary_pass, patient_gangs
+from gfs_opt.preempt.boundary import boundary_pass, patient_gangs, still_running
 from gfs_opt.preempt.fit_memo import lacks_room
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import PassCache, PreemptOptions, solve_preemption
@@ -224,6 +224,7 @@ class GFSMilpPolicy(GFSPolicy):
         if patient:   # the boundary step is greedy: it re-queues, it breaks no window
             self._held = boundary_pass(rnd, decision, patient, order=PTS_ORDER, placer=placer,
                                        rule=self.victim_rule)
+            rnd = still_running(rnd, decision)
         pools = self.contested_pools(rnd)
         st = rnd.state
         waiting = self._waiting(rnd, pools) if pools else []

@@ -92,6 +92,15 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
     return waiting
 
 
+def still_running(rnd: Round, decision: Decision) -> Round:
+    """``rnd`` without the running jobs ``decision`` re-queued (their GPUs are free on the
+    state already: a later step must not count them, or choose them, again)."""
+    if not decision.requeue:
+        return rnd
+    gone = set(decision.requeue)
+    return replace(rnd, running={j: r for j, r in rnd.running.items() if j not in gone})
+
+
 def held_reserves(reserves: Mapping[tuple[str, float], int] | None,
                   waiting: Mapping[str, int], classes: tuple[float, ...]
                   ) -> Mapping[tuple[str, float], int] | None:
