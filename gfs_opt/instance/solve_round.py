@@ -51,8 +51,7 @@ def greedy_policy_names() -> list[str]:
 def greedy_policy(name: str) -> GreedyPolicy:
     """The policy whose greedy steps `solve_round` runs."""
     policy = make_policy(name)
-    if (not isinstance(policy, GreedyPolicy) or not policy.standalone
-            or getattr(policy, "hp_wait_s", 0.0) > 0):
+    if not isinstance(policy, GreedyPolicy) or name not in greedy_policy_names():
         raise GfsError(f"policy '{name}' has no greedy steps for a standalone round; choose "
                        f"from {', '.join(greedy_policy_names())}")
     return policy

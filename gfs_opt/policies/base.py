@@ -223,9 +223,7 @@ class ComposedPolicy(GreedyPolicy):
                 and cls.quotas_for_pass is ComposedPolicy.quotas_for_pass)
         if not plain:
             return False
-        # a gang waiting for a boundary (or the reserve held for it last pass) is not in the
-        # memos' terms: such rounds run in full
-        if self.hp_wait_s > 0 and (self._held or patient_gangs(rnd, self.hp_wait_s)):
+        if self.waits_for_boundaries(rnd):
             return False
         hp_memo = (self.fit_memo("hp", preemptive=self.victim_rule is not None)
                    if self.evictable(rnd) is None else None)
@@ -272,6 +270,12 @@ class ComposedPolicy(GreedyPolicy):
                                                         st.pool_lp.item(p)):
                     return None
         return denied
+
+    def waits_for_boundaries(self, rnd: Round) -> bool:
+        """Whether an HP gang waits for a window boundary this round, or the reserve was held
+        for one last pass: the memos do not know such gangs, so `settled` must not answer from
+        them (the round runs in full)."""
+        return self.hp_wait_s > 0 and bool(self._held or patient_gangs(rnd, self.hp_wait_s))
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         patient = patient_gangs(rnd, self.hp_wait_s) if self.hp_wait_s > 0 else []

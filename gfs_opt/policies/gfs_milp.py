@@ -200,7 +200,7 @@ class GFSMilpPolicy(GFSPolicy):
     def settled(self, rnd: Round) -> bool:
         """The greedy passes are settled and no waiting HP gang could start by evicting LP work:
         no MILP would be built (`hp_step`)."""
-        if self.hp_wait_s > 0 and (self._held or patient_gangs(rnd, self.hp_wait_s)):
+        if self.waits_for_boundaries(rnd):
             return False
         denied = self.passes_settled(rnd, self.fit_memo("hp", preemptive=False))
         if denied is None:
@@ -219,8 +219,7 @@ class GFSMilpPolicy(GFSPolicy):
         hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=None,
                 memo=self.fit_memo("hp", preemptive=False))
         self._held = {}
-        patient = ([j for j in patient_gangs(rnd, self.hp_wait_s) if j not in rnd.state.alloc]
-                   if self.hp_wait_s > 0 else [])
+        patient = patient_gangs(rnd, self.hp_wait_s)   # those the pass above left waiting
         if patient:   # the boundary step is greedy: it re-queues, it breaks no window
             self._held = boundary_pass(rnd, decision, patient, order=PTS_ORDER, placer=placer,
                                        rule=self.victim_rule)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gfs_opt.model import MILLI, Decision, JobClass, Round, RunningJob, gpus_per_worker
+from gfs_opt.model import Decision, JobClass, Round, RunningJob
 from gfs_opt.pending import QueueOrder, as_queue
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass, pools_to_run
@@ -46,12 +46,9 @@ def patient_gangs(rnd: Round, patience_s: float) -> list[int]:
     since = rnd.queued_since
     out: list[int] = []
     for pool in pools_to_run(rnd, queue):
-        p = st.pool_index.get(pool)
-        if p is None:
-            continue
-        size = int(st.pool_node_gpus[p])
-        for (g, _w, _d), entries in queue.shapes(pool).items():
-            if size <= 0 or g < MILLI or gpus_per_worker(g) < size:
+        for entries in queue.shapes(pool).values():
+            # a shape's jobs share pool and request: its first answers for all
+            if not st.takes_whole_node(rnd.jobs[entries[0][1]]):
                 continue
             out.extend(jid for submit, jid in entries
                        if jid not in st.alloc
@@ -84,7 +81,7 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
         decision.requeue.extend(got.victims)
         left = [j for j in left if j not in got.placements]
     if left and rule is not None:
-        gather(rnd, decision, left)
+        gather(rnd, decision, left, due)
     waiting: dict[str, int] = {}
     for j in left:
         job = rnd.jobs[j]
@@ -114,14 +111,15 @@ def held_reserves(reserves: Mapping[tuple[str, float], int] | None,
     return out
 
 
-def gather(rnd: Round, decision: Decision, left: list[int]) -> None:
+def gather(rnd: Round, decision: Decision, left: list[int],
+           due: Mapping[int, RunningJob]) -> None:
     """Step 3 of the module doc: for each gang still waiting (in order), re-queue the LP jobs of
     whole LP-only nodes that are all at a boundary now, up to the whole nodes it still lacks
     beyond the free ones earlier gangs do not count on — when the pool's LP-only whole nodes
     could cover that shortfall at all (else the gang will evict when its wait is over, and
-    nodes emptied for it would idle in vain)."""
+    nodes emptied for it would idle in vain). ``due``: the round's jobs at a boundary
+    (`at_boundary`)."""
     st = rnd.state
-    t = rnd.time
     on_node: dict[int, list[RunningJob]] = {}
     for r in rnd.running.values():
         if r.job.id in st.alloc:
@@ -140,12 +138,12 @@ def gather(rnd: Round, decision: Decision, left: list[int]) -> None:
             continue
         lp_only = [n for n in range(lo, hi) if int(st.node_gpus[n]) == size
                    and int(st.node_hp_gpus[n]) == 0 and on_node.get(n)
-                   and all(r.job.id in st.alloc and not r.job.is_hp for r in on_node[n])]
+                   and all(r.job.id in st.alloc for r in on_node[n])]
         if len(lp_only) < need:
             continue
-        due = [n for n in lp_only if all(r.window_start == t and r.start < t for r in on_node[n])]
-        due.sort(key=lambda n: len(on_node[n]))
-        for n in due[:need]:
+        ready = [n for n in lp_only if all(r.job.id in due for r in on_node[n])]
+        ready.sort(key=lambda n: len(on_node[n]))
+        for n in ready[:need]:
             for r in on_node[n]:
                 if r.job.id in st.alloc:
                     st.release(r.job)
