@@ -39,7 +39,8 @@ OUT = Path(__file__).resolve().parent.parent / "results" / "bench-both"
 NONE = ("yarn-cs", "lyra", "fgd")           # the preemptive no-quota baselines
 SQA = ("yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
 TARGET_POLICIES = ("gfs", "gfs-milp", *NONE, "chronus", *SQA)
-ABLATIONS = ("gfs", "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-paper-eta")
+ABLATIONS = ("gfs", "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-paper-eta",
+             "gfs-no-wait")
 #: the η frontier: (policy, fixed η) — η = 1 of the +sqa family is in the targets grid
 FRONTIER = (("gfs-static-eta", 0.5), ("gfs-static-eta", 1.0), ("gfs-static-eta", 2.0),
             ("yarn-cs+sqa", 0.5), ("yarn-cs+sqa", 2.0))

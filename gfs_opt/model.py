@@ -126,6 +126,11 @@ class RunningJob:
     def in_window(self, t: float) -> bool:
         return self.job.cls is JobClass.LP and t - self.window_start < self.job.guarantee_s
 
+    def at_boundary(self, t: float) -> bool:
+        """Its guarantee window restarts at ``t`` (a checkpoint, not its first start): taken
+        back now, it breaks no window and loses no work."""
+        return self.window_start == t and self.start < t
+
 
 class AllocationError(ValueError):
     """A placement that would over-allocate a GPU or break a gang."""
@@ -818,6 +823,10 @@ class Round:
     # pools where something changed since the last pass (arrivals, releases): a greedy pass
     # visits only these (None: every pool — a quota refresh, a standalone round)
     dirty_pools: frozenset[str] | None = None
+    # LP jobs whose guarantee window restarted at this round's time, as the simulator saw the
+    # window ends (None: not known — a standalone round; `preempt.boundary.at_boundary` then
+    # reads every running job)
+    window_restarts: Collection[int] | None = None
 
     def pool_status(self, pool: str) -> PoolStatus:
         """The pool's feedback state (the defaults for a pool the round does not list)."""

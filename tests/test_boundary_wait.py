@@ -1,10 +1,11 @@
 """Whole-node HP gangs that wait for an LP window boundary instead of breaking a window
-(`gfs_opt.preempt.boundary`, policy `gfs-wait`; issue 40).
+(`gfs_opt.preempt.boundary`, GFS's default since issue 40; `gfs-no-wait` is the paper's PTS).
 
 Hand-built rounds where the answer is known (take the LP job at its boundary as a re-queue; wait
 while it is mid-window and hold the whole node it needs from the LP pass; evict once the wait is
-over), and whole simulations where the HP gang starts at the LP job's checkpoint with no window
-broken, under the greedy and the exact policy alike.
+over), the same rounds through `gfs-opt solve` (greedy and exact answer the same question), and
+whole simulations where the HP gang starts at the LP job's checkpoint with no window broken,
+under the greedy and the exact policy alike.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from gfs_opt.instance.solve_round import solve_round
 from gfs_opt.model import MILLI, ClusterState, Decision, Job, JobClass, Params, Round, RunningJob
 from gfs_opt.policies import POLICIES, make_policy
 from gfs_opt.policies.base import ComposedPolicy
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.policies.gfs_milp import GFSMilpPolicy
 from gfs_opt.preempt.boundary import at_boundary, held_reserves, patient_gangs
+from gfs_opt.preempt.objective import check_decision
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 
@@ -106,16 +109,21 @@ def test_without_patience_the_gang_evicts_at_once() -> None:
     assert d.victims == [2] and d.requeue == []
 
 
-def test_lp_pass_does_not_break_the_node_a_waiting_gang_needs() -> None:
-    """The gang needs two whole nodes, one is free: it waits, and the 8-GPU LP job that would
-    take the free node waits too (without the wait the gang evicts and the LP job stays out)."""
+def free_node_and_lp_waiting() -> Round:
+    """`cluster` mid-window with n2 free, a gang of two whole-node workers and an 8-GPU LP job
+    waiting."""
     rnd = cluster(lp_window_start=T - 600.0, workers=2, lp_waiting=True)
     st = rnd.state
     st.release(rnd.jobs[3])      # n2 free again
     running = {j: r for j, r in rnd.running.items() if j != 3}
-    rnd = Round(time=T, state=st, jobs=rnd.jobs, running=running, pending_hp=[10],
-                pending_lp=[20], queued_since=dict(rnd.queued_since), params=Params())
-    d, pol = decide(rnd, 1.0)
+    return Round(time=T, state=st, jobs=rnd.jobs, running=running, pending_hp=[10],
+                 pending_lp=[20], queued_since=dict(rnd.queued_since), params=Params())
+
+
+def test_lp_pass_does_not_break_the_node_a_waiting_gang_needs() -> None:
+    """The gang needs two whole nodes, one is free: it waits, and the 8-GPU LP job that would
+    take the free node waits too (without the wait the gang evicts and the LP job stays out)."""
+    d, pol = decide(free_node_and_lp_waiting(), 1.0)
     assert pol._held == {"A100": 2}
     assert 20 not in d.placements and d.placements == {} and d.victims == []
 
@@ -164,15 +172,58 @@ def test_held_reserves_add_the_waiting_workers_to_every_class() -> None:
 
 
 def test_policy_options_and_description() -> None:
-    pol = make_policy("gfs-wait")
+    pol = make_policy("gfs")
     assert isinstance(pol, ComposedPolicy) and pol.hp_wait_s == 3600.0
     assert pol.wakes_at_window_ends and pol.options()["hp_wait_h"] == 1.0
     assert "window boundaries" in pol.parts()["victims"]
-    plain = make_policy("gfs")
-    assert not plain.wakes_at_window_ends and "hp_wait_h" not in plain.options()
+    plain = make_policy("gfs-no-wait")
+    assert not plain.wakes_at_window_ends and plain.options()["hp_wait_h"] == 0.0
+    assert "window boundaries" not in plain.parts()["victims"]
     with pytest.raises(ValueError, match="hp_wait_h"):
         GFSPolicy(hp_wait_h=-1.0)
-    assert POLICIES["gfs-wait"][1] == {"hp_wait_h": 1.0}
+    assert POLICIES["gfs-no-wait"][1] == {"hp_wait_h": 0.0}
+    assert make_policy("gfs-milp").hp_wait_s == 3600.0
+
+
+# ---- a standalone round (`gfs-opt solve`) --------------------------------------------------------
+def test_solve_reports_the_requeue_and_the_exact_step_agrees() -> None:
+    """At the boundary both answers take the LP job as a re-queue (no victim, no eviction
+    cost); the exact step solves the rest, and the file round-trips the window positions."""
+    rnd = cluster(lp_window_start=T)
+    res = solve_round(rnd, "both", "preemption", policy="gfs")
+    assert res.preempt_greedy is not None and res.preempt_milp is not None
+    for d in (res.preempt_greedy.decision, res.preempt_milp.decision):
+        assert d.requeue == [2] and d.victims == [] and set(d.placements) == {10}
+    assert not res.preempt_greedy.problems
+    assert res.preempt_milp.score.eviction_cost == 0.0
+    out = res.as_dict()["preemption"]
+    assert out["greedy"]["requeued"] == [2] and out["milp"]["requeued"] == [2]
+    assert "requeued" not in solve_round(rnd, "greedy", "preemption", policy="gfs-no-wait"
+                                         ).as_dict()["preemption"]["greedy"]
+    assert any("hp_wait_h" in n for n in res.notes)
+    plain = solve_round(rnd, "both", "preemption", policy="gfs-no-wait")
+    assert plain.preempt_greedy is not None and plain.preempt_greedy.decision.victims == [2]
+    assert not plain.notes
+
+
+def test_solve_holds_the_node_a_waiting_gang_needs_from_both_lp_answers() -> None:
+    """Mid-window the gang waits; the round after the HP step holds its node back from the LP
+    pass and from the admission MILP alike (without the wait both start the LP job)."""
+    rnd = free_node_and_lp_waiting()
+    res = solve_round(rnd, "both", "quota", policy="gfs")
+    assert res.quota_greedy is not None and res.quota_milp is not None
+    assert res.quota_greedy.admitted == [] and res.quota_milp.admitted == []
+    plain = solve_round(rnd, "both", "quota", policy="gfs-no-wait")
+    assert plain.quota_greedy is not None and plain.quota_greedy.admitted == [20]
+
+
+def test_check_decision_refuses_a_requeue_mid_window() -> None:
+    rnd = cluster(lp_window_start=T - 600.0)
+    problems = check_decision(rnd, Decision(requeue=[2]))
+    assert any("not at a window boundary" in p for p in problems)
+    assert check_decision(cluster(lp_window_start=T), Decision(requeue=[2])) == []
+    assert any("not a running LP job" in p
+               for p in check_decision(rnd, Decision(requeue=[3])))
 
 
 # ---- whole simulations -------------------------------------------------------------------------
@@ -186,13 +237,13 @@ def boundary_trace() -> Trace:
     return Trace(nodes, pd.DataFrame(rows, columns=JOB_COLUMNS))
 
 
-@pytest.mark.parametrize("policy", ["gfs-wait", "gfs", "gfs-milp"])
+@pytest.mark.parametrize("policy", ["gfs", "gfs-no-wait", "gfs-milp"])
 def test_simulation_starts_the_gang_at_the_checkpoint(policy: str) -> None:
     trace = boundary_trace()
     cfg = SimConfig(eval_start=0.0, eval_end=2_001.0, sample_s=300.0, check_invariants=True,
                     drain_s=86_400.0)
-    wait = policy != "gfs"
-    pol = make_policy(policy, quota="none", **({"hp_wait_h": 1.0} if wait else {}))
+    wait = policy != "gfs-no-wait"
+    pol = make_policy(policy, quota="none")
     sim = Simulator(trace, pol, Params(), cfg)
     sim.run()
     jobs = sim.recorder.jobs

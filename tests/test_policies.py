@@ -113,10 +113,21 @@ def test_chronus_schedules_only_on_rounds() -> None:
 
 
 def test_preemptive_policies_evict_where_chronus_waits() -> None:
-    for name in ("gfs", "yarn-cs", "lyra", "fgd"):
-        pol = gfs() if name == "gfs" else make_policy(name)
+    for name in ("gfs-no-wait", "yarn-cs", "lyra", "fgd"):
+        pol = make_policy(name, quota="none") if name == "gfs-no-wait" else make_policy(name)
         d = decide(pol, chronus_round(1000.0))
         assert d.victims == [1] and d.requeue == [] and 2 in d.placements, name
+
+
+def test_gfs_waits_for_the_window_boundary_where_its_gang_takes_a_whole_node() -> None:
+    """GFS's HP job of a whole node waits (the LP job is mid-window, the wait has just begun)
+    and, at the LP job's window end, takes it as a re-queue (`gfs_opt.preempt.boundary`)."""
+    d = decide(gfs(), chronus_round(1000.0))
+    assert d.victims == [] and d.requeue == [] and d.placements == {}
+    at_end = RoundBuilder(4, time=3600.0).run(job(1, LP, 4000), ((0, (0, 1, 2, 3)),), start=0.0,
+                                              ckpt=3600.0)
+    d = decide(gfs(), at_end.pend(job(2, HP, 4000, submit=3500.0)).build())
+    assert d.victims == [] and d.requeue == [1] and 2 in d.placements
 
 
 # ---- YARN-CS: FIFO with head-of-line blocking ------------------------------------------------------

@@ -49,6 +49,7 @@ CASES = [
         ("ref-toy", "gfs-worker-victims", 1, 2.0),
         ("ref-toy", "gfs-paper-eta", 2, 1.0),
         ("ref-toy", "gfs-pts-order", 1, 2.0),
+        ("ref-toy", "gfs-no-wait", 2, 2.0),
         ("ref-toy", "yarn-cs", 0, 2.0),
         ("ref-toy", "yarn-cs+sqa", 1, 1.0),
         ("ref-toy", "lyra", 2, 1.0),
@@ -91,7 +92,7 @@ def cut_rounds(setup: str, policy: str, seed: int, load: float) -> list[Cut]:
         if not held:
             return
         before = held[0]
-        kind = ("victims" if d.victims else
+        kind = ("victims" if d.victims or d.requeue else
                 "lp" if any(not before.jobs[j].is_hp for j in d.placements) else None)
         if kind is not None and counts[kind] < WANT:
             counts[kind] += 1
@@ -109,7 +110,8 @@ def by_name(rnd: Round, placements: dict[int, Placement]) -> dict[int, tuple]:
 
 
 def after_hp_pass(rnd: Round, placements: dict[int, Placement], victims: list[int]) -> Round:
-    """The round as the LP pass saw it: victims released, HP placements allocated."""
+    """The round as the LP pass saw it: victims (and re-queued jobs) released, HP placements
+    allocated."""
     st = rnd.state.copy()
     running = dict(rnd.running)
     for v in victims:
@@ -132,7 +134,7 @@ def test_greedy_solve_returns_what_the_simulator_decided(setup: str, policy: str
                                                          load: float, tmp_path: Path) -> None:
     cuts = cut_rounds(setup, policy, seed, load)
     assert len(cuts) >= 2, f"{policy}: too few contested rounds to compare"
-    preemptive = any(c.decision.victims for c in cuts)
+    preemptive = any(c.decision.victims or c.decision.requeue for c in cuts)
     spot = make_policy(policy).spot is not None
     binding = 0
     for i, cut in enumerate(cuts):
@@ -146,9 +148,11 @@ def test_greedy_solve_returns_what_the_simulator_decided(setup: str, policy: str
         got = res.preempt_greedy.decision
         assert by_name(rnd, got.placements) == by_name(cut.before, hp), where
         assert sorted(got.victims) == sorted(cut.decision.victims), where
+        assert sorted(got.requeue) == sorted(cut.decision.requeue), where
         assert not res.preempt_greedy.problems, where
 
-        lp_round = through_file(after_hp_pass(cut.before, hp, cut.decision.victims),
+        taken = [*cut.decision.victims, *cut.decision.requeue]
+        lp_round = through_file(after_hp_pass(cut.before, hp, taken),
                                 tmp_path / f"round-{i}-lp.json")
         res = solve_round(lp_round, "greedy", "quota", policy=policy)
         assert res.quota_greedy is not None
@@ -157,7 +161,7 @@ def test_greedy_solve_returns_what_the_simulator_decided(setup: str, policy: str
         if spot:   # the rule on the round's forecast and η is the quota in force
             assert res.quota_greedy.quotas == dict(rnd.quotas), where
             binding += len(greedy_admission(lp_round, {})) > len(res.quota_greedy.admitted)
-    assert preemptive, f"{policy}: no round with victims was cut"
+    assert preemptive, f"{policy}: no round with victims or re-queues was cut"
     if spot:
         assert binding, f"{policy}: the quota held no LP job back in any round compared"
 

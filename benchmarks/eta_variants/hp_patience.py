@@ -1,5 +1,6 @@
 """Issue 40, sixth session: a whole-node HP gang waits for a guarantee-window boundary instead of
-breaking a window (a prototype, not part of the package).
+breaking a window (the prototype that led to GFS's `hp_wait_h`, GFS's default since the seventh
+session; its switches patch the package's GFS, so use them with `gfs-no-wait`).
 
 GFS's excess evictions on the held-out paper-a100 seeds are fragmentation: an HP gang whose
 workers each take a whole node finds none free (the pool's free GPUs sit in the holes beside HP
@@ -22,7 +23,8 @@ LP JQT, issue 37's LP JQT bound against the no-quota mean, HP JQT mean and p99, 
 evictions):
 
     python benchmarks/eta_variants/hp_patience.py '{"PATIENCE": "3600", "PAT_HOLD": "1", "PAT_RECLAIM": "1"}'
-    python benchmarks/eta_variants/hp_patience.py '{}'                # today's GFS, same columns
+    python benchmarks/eta_variants/hp_patience.py '{}'                # GFS (it waits 1 h by default)
+    python benchmarks/eta_variants/hp_patience.py '{}' gfs-no-wait    # the paper's PTS, no wait
     python benchmarks/eta_variants/hp_patience.py '{}' yarn-cs+sqa    # a baseline, same columns
     python benchmarks/eta_variants/hp_patience.py '{}' gfs '{"hp_wait_h": 0.5}'  # with options
 

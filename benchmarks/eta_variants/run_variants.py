@@ -24,7 +24,7 @@ Cells: Chronus MIX1 ×24 at LP loads 2 and 4 and paper-a100 at LP loads 0.5 / 1 
 paper-a100 seeds 3–4 at load 1, and held out (no variant was chosen on them) Chronus seeds 3–4
 at both loads and paper-a100 seeds 5–6, then seeds 5–6 / 7–8, then (fifth session) paper-a100
 medium seeds 9–11, low and high seeds 3–4 and Chronus seeds 7–8, then (sixth session, after
-`gfs-wait` was fixed) paper-a100 medium seeds 12–14, low and high seeds 5–6 and Chronus seeds
+the wait (`gfs-wait`, GFS's default since the seventh session) was fixed) paper-a100 medium seeds 12–14, low and high seeds 5–6 and Chronus seeds
 9–10; ETS. ``hp_patience.py`` runs the same cells with HP JQT and issue 37's bound. ``CASES_ONLY=name,name`` runs some cases only; a
 second argument runs another policy (the `+sqa` references of the held-out cases). Summaries
 are cached in ``results/eta-variants/`` under the cell, the switches and a fingerprint of the
@@ -81,7 +81,7 @@ CASES = [("chronus2", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (0, 1, 2)),
          ("highz", {"setup": "paper-a100"}, 2.0, (3, 4)),
          ("chronus2z", {"trace": CHRONUS, "time_scale": 24.0}, 2.0, (7, 8)),
          ("chronus4z", {"trace": CHRONUS, "time_scale": 24.0}, 4.0, (7, 8)),
-         # held out a fourth time (sixth session), after `gfs-wait` (1 h, gathering nodes) was
+         # held out a fourth time (sixth session), after the wait (1 h, gathering nodes) was
          # fixed and before it ran on them
          ("seedsw", {"setup": "paper-a100"}, 1.0, (12, 13, 14)),
          ("loww", {"setup": "paper-a100"}, 0.5, (5, 6)),

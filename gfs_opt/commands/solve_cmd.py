@@ -270,6 +270,9 @@ def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
             if len(items) > limit:
                 lines.append(f"    … (+{len(items) - limit})")
             lines.append(f"  {name} victims: {_ids(sorted(dec.victims), limit)}")
+            if dec.requeue:   # taken at a window boundary: no window broken, no work lost
+                lines.append(f"  {name} re-queued at a window boundary: "
+                             f"{_ids(sorted(dec.requeue), limit)}")
     if res.notes:
         lines.append("")
         lines += [f"note: {n}" for n in res.notes]

@@ -17,7 +17,9 @@ from typing import Any
 from gfs_opt.errors import GfsError
 from gfs_opt.model import MILLI, Decision, Placement, Round, SolveReport
 from gfs_opt.policies import POLICIES, make_policy
-from gfs_opt.policies.base import GreedyPolicy
+from gfs_opt.policies.base import ComposedPolicy, GreedyPolicy
+from gfs_opt.policies.gfs_milp import standalone_round
+from gfs_opt.preempt.boundary import patient_gangs, still_running, with_held_nodes
 from gfs_opt.preempt.milp import (
     DEFAULT_PREEMPT_OPTIONS,
     PreemptOptions,
@@ -41,11 +43,9 @@ STEPS = ("all", "quota", "preemption")
 
 
 def greedy_policy_names() -> list[str]:
-    """Registered policies whose round is greedy passes that an instance file can feed (not
-    those whose HP gangs wait for window boundaries: what they hold back from the LP pass, and
-    the jobs they re-queue, are not in a round's two steps)."""
-    return [name for name, (cls, opts) in POLICIES.items()
-            if issubclass(cls, GreedyPolicy) and cls.standalone and not opts.get("hp_wait_h")]
+    """Registered policies whose round is greedy passes that an instance file can feed."""
+    return [name for name, (cls, _opts) in POLICIES.items()
+            if issubclass(cls, GreedyPolicy) and cls.standalone]
 
 
 def greedy_policy(name: str) -> GreedyPolicy:
@@ -154,6 +154,7 @@ def _decision(d: Decision, s: PreemptScore) -> dict[str, Any]:
     return {
         "placements": {str(j): [[n, list(g)] for n, g in pl] for j, pl in sorted(d.placements.items())},
         "victims": sorted(d.victims),
+        **({"requeued": sorted(d.requeue)} if d.requeue else {}),
         "placed_value": s.placed, "placed_gpus": s.placed_gpus, "eviction_cost": s.eviction_cost,
         "reports": [r.as_dict() for r in d.reports],
     }
@@ -188,6 +189,37 @@ def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTION
                          check_decision(rnd, decision))
 
 
+def hp_wait_s(policy: str) -> float:
+    """How long the policy's whole-node HP gangs wait for LP window boundaries (0: never)."""
+    return float(getattr(greedy_policy(policy), "hp_wait_s", 0.0))
+
+
+def exact_after_boundary(rnd: Round, policy: str, opts: PreemptOptions, solver: SolverOptions,
+                         greedy: Decision | None) -> PreemptResult:
+    """GFS's exact preemption step on a round where whole-node HP gangs wait for window
+    boundaries (as `gfs-milp` runs it): the policy's greedy boundary step for the waiting
+    gangs first (it re-queues, it breaks no window), then the MILP for the other gangs on the
+    round it leaves. The answer is both, scored on the whole round."""
+    pol = greedy_policy(policy)
+    assert isinstance(pol, ComposedPolicy)   # only composed policies wait (`hp_wait_s`)
+    work = _standalone(rnd)
+    first = Decision()
+    patient = pol.boundary_step(work, first)
+    skip = set(patient)
+    rest = [j for j in work.pending_hp if j not in skip]
+    sub = standalone_round(still_running(work, first), pending_hp=rest, pending_lp=[])
+    hint = None if greedy is None else Decision(
+        placements={j: p for j, p in greedy.placements.items() if j not in first.placements},
+        victims=list(greedy.victims))
+    if hint is not None and check_decision(sub, hint):
+        hint = None   # the greedy's victims overlap what the boundary step took
+    res = solve_preemption(sub, opts, solver, greedy=hint)
+    decision = Decision(placements={**first.placements, **res.decision.placements},
+                        victims=list(res.decision.victims), requeue=list(first.requeue),
+                        reports=list(res.decision.reports))
+    return replace(res, decision=decision, score=score(rnd, decision, opts.objective))
+
+
 def solve_round(rnd: Round, method: str = "both", step: str = "all",
                 solver: SolverOptions = DEFAULT_SOLVER,
                 preempt_opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
@@ -202,6 +234,7 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
     what is left, and a step with nothing left is skipped with a note (the greedy answer stands).
     """
     res = RoundResult(method)
+    wait = hp_wait_s(policy)
 
     def budget(name: str) -> SolverOptions | None:
         if deadline is None:
@@ -217,11 +250,19 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
             res.quota_greedy = run_greedy_quota(rnd, quota_opts, policy)
         if method in ("milp", "both") and (opts := budget("quota")) is not None:
             greedy = res.quota_greedy.admitted if res.quota_greedy else None
-            res.quota_milp = solve_quota(rnd, quota_opts, opts, greedy=greedy)
+            res.quota_milp = solve_quota(with_held_nodes(rnd, wait), quota_opts, opts,
+                                         greedy=greedy)
     if step in ("all", "preemption"):
         if method in ("greedy", "both"):
             res.preempt_greedy = run_greedy_preempt(rnd, preempt_opts, policy)
         if method in ("milp", "both") and (opts := budget("preemption")) is not None:
             greedy_d = res.preempt_greedy.decision if res.preempt_greedy else None
-            res.preempt_milp = solve_preemption(rnd, preempt_opts, opts, greedy=greedy_d)
+            if wait > 0 and patient_gangs(rnd, wait):
+                res.preempt_milp = exact_after_boundary(rnd, policy, preempt_opts, opts, greedy_d)
+                res.notes.append(
+                    f"whole-node HP gangs wait ≤ {wait / 3600:g} h for LP window boundaries "
+                    "(hp_wait_h): both answers apply the greedy boundary step to them, the MILP "
+                    "solves the rest")
+            else:
+                res.preempt_milp = solve_preemption(rnd, preempt_opts, opts, greedy=greedy_d)
     return res

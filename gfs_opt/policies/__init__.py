@@ -37,8 +37,9 @@ POLICIES: dict[str, tuple[type[Policy], dict[str, Any]]] = {
     "gfs-paper-eta": (GFSPolicy, {"eta_rule": "paper"}),
     # PTS's LP order alone, without letting long-waiting LP jobs first (issue 40)
     "gfs-pts-order": (GFSPolicy, {"lp_age_h": None}),
-    # whole-node HP gangs wait up to one guarantee window for LP window boundaries (issue 40)
-    "gfs-wait": (GFSPolicy, {"hp_wait_h": 1.0}),
+    # the paper's PTS: whole-node HP gangs evict at once, without waiting up to an hour for LP
+    # window boundaries (issue 40)
+    "gfs-no-wait": (GFSPolicy, {"hp_wait_h": 0.0}),
 }
 
 

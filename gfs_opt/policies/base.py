@@ -34,6 +34,7 @@ from gfs_opt.preempt.boundary import (
     held_reserves,
     patient_gangs,
     still_running,
+    waiting_workers,
 )
 from gfs_opt.preempt.fit_memo import FitMemo
 from gfs_opt.preempt.greedy import PreemptRule
@@ -277,18 +278,27 @@ class ComposedPolicy(GreedyPolicy):
         them (the round runs in full)."""
         return self.hp_wait_s > 0 and bool(self._held or patient_gangs(rnd, self.hp_wait_s))
 
-    def hp_step(self, rnd: Round, decision: Decision) -> None:
+    def boundary_step(self, rnd: Round, decision: Decision,
+                      placer: Placer | None = None) -> list[int]:
+        """Steps 1–3 of `gfs_opt.preempt.boundary` for the round's patient gangs (those that
+        wait for window boundaries); returns them (none when the policy does not wait)."""
         patient = patient_gangs(rnd, self.hp_wait_s) if self.hp_wait_s > 0 else []
-        self._held = {}
-        if patient and self.evictable(rnd) is None:
+        if patient:
+            boundary_pass(rnd, decision, patient, order=self.order,
+                          placer=self.placer(rnd) if placer is None else placer,
+                          rule=self.victim_rule)
+        return patient
+
+    def hp_step(self, rnd: Round, decision: Decision) -> None:
+        if self.hp_wait_s > 0 and self.evictable(rnd) is None:
             placer = self.placer(rnd)
-            self._held = boundary_pass(rnd, decision, patient, order=self.order, placer=placer,
-                                       rule=self.victim_rule)
-            # the others as PTS, without the memo: it does not know the gangs left waiting
-            skip = set(patient)
-            hp_pass(replace(still_running(rnd, decision),
-                            pending_hp=[j for j in rnd.pending_hp if j not in skip]),
-                    decision, order=self.order, placer=placer, victims=self.victim_rule)
+            patient = self.boundary_step(rnd, decision, placer)
+        else:
+            patient = []
+        if patient:   # the others as PTS (the memo learns nothing from gangs not tried)
+            hp_pass(still_running(rnd, decision), decision, order=self.order, placer=placer,
+                    victims=self.victim_rule, waiting=set(patient),
+                    memo=self.fit_memo("hp", preemptive=self.victim_rule is not None))
             return
         hp_pass(rnd, decision, order=self.order, placer=self.placer(rnd),
                 victims=self.victim_rule, evictable=self.evictable(rnd),
@@ -305,7 +315,8 @@ class ComposedPolicy(GreedyPolicy):
         only at a quota refresh)."""
         placer = self.placer(rnd)
         reserves = (decision.reserves if decision.reserves is not None else rnd.reserves) or None
-        if getattr(self, "_held", None):
+        if getattr(self, "hp_wait_s", 0.0) > 0:
+            self._held = waiting_workers(rnd, self.hp_wait_s)
             reserves = held_reserves(reserves, self._held, rnd.params.guarantee_classes)
         if reserves != getattr(self, "_lp_reserves", None):
             self._lp_reserves = None if reserves is None else dict(reserves)

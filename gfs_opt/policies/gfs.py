@@ -10,10 +10,14 @@ scheduled by PTS: both queues sorted largest request first (in gfs_opt, LP jobs 
 over a day go first, in submit order, so a backlog's small jobs are not starved); a gang goes to
 the nodes that fit it most tightly, ties broken by each node's recent eviction history; an HP job
 that does not fit evicts LP work, chosen node by node by a two-pointer pass that spares the
-costliest work, on the node whose evictions cost least (failure ratio plus wasted GPU time).
+costliest work, on the node whose evictions cost least (failure ratio plus wasted GPU time). In
+gfs_opt an HP gang of whole-node workers first waits up to an hour for LP jobs to reach the end of
+their guarantee window and takes them there, re-queued at their checkpoint, before it evicts
+(`gfs_opt.preempt.boundary`; a departure from the paper, ablation `gfs-no-wait`).
 
 Composition: PTS order with aged LP jobs first · spot quota with adaptive η · best fit with E(n) ·
-two-pointer victims with the GFS node cost. Its options are the ablations of GFS-SPEC §8.
+two-pointer victims with the GFS node cost, whole-node HP gangs first waiting for boundaries. Its
+options are the ablations of GFS-SPEC §8.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ class GFSPolicy(ComposedPolicy):
         means "the default" to `make_policy`, as for every option, so pass ``math.inf``).
     hp_wait_h: an HP gang of whole-node workers waits up to this many hours for LP jobs at a
         guarantee-window boundary (re-queued at their checkpoint, no window broken) before it
-        evicts (`gfs_opt.preempt.boundary`); 0 = the paper's PTS (policy `gfs-wait`: 1 h).
+        evicts (`gfs_opt.preempt.boundary`; default one hour, the default guarantee window d);
+        0 = the paper's PTS (ablation `gfs-no-wait`).
     """
 
     name = "gfs"
@@ -61,7 +66,7 @@ class GFSPolicy(ComposedPolicy):
                  shape: bool = True, lp_beside_hp: bool = True,
                  gang_victims: bool = True, quota_eta: float = 1.0,
                  eta_rule: str = "attributable", lp_age_h: float | None = 24.0,
-                 hp_wait_h: float = 0.0) -> None:
+                 hp_wait_h: float = 1.0) -> None:
         if quota not in {"rule", "none"}:
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
@@ -103,5 +108,5 @@ class GFSPolicy(ComposedPolicy):
                 "shape": self.shape, "lp_beside_hp": self.lp_beside_hp,
                 "gang_victims": self.gang_victims, "eta_rule": self.eta_rule,
                 "lp_age_h": self.lp_age_h,
-                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {}),
-                **({"hp_wait_h": self.hp_wait_h} if self.hp_wait_h else {})}
+                "hp_wait_h": self.hp_wait_h,
+                **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}

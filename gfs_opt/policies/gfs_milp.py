@@ -31,7 +31,7 @@ from gfs_opt.model import (
 )
 from gfs_opt.pending import PTS_ORDER, PendingQueue, Shape, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
-from gfs_opt.preempt.boundary import boundary_pass, patient_gangs, still_running
+from gfs_opt.preempt.boundary import still_running, with_held_nodes
 from gfs_opt.preempt.fit_memo import lacks_room
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.milp import PassCache, PreemptOptions, solve_preemption
@@ -79,7 +79,7 @@ def standalone_round(rnd: Round, pending_hp: list[int] | None = None,
                  pending_lp=lp, queued_since={j: rnd.queued_since.get(j, rnd.jobs[j].submit)
                                               for j in (*hp, *lp)},
                  forecasts=dict(rnd.forecasts), pools=rnd.pools, quotas=dict(rnd.quotas),
-                 node_evictions_1h=rnd.node_evictions_1h, node_evictions_1d=rnd.node_evictions_1d,
+                 reserves=dict(rnd.reserves), node_evictions_1h=rnd.node_evictions_1h, node_evictions_1d=rnd.node_evictions_1d,
                  params=rnd.params, quota_due=rnd.quota_due)
 
 
@@ -151,7 +151,8 @@ class GFSMilpPolicy(GFSPolicy):
                             else decision.forecasts,
                             reserves=rnd.reserves if decision.reserves is None
                             else decision.reserves)
-            sub = standalone_round(fresh, pending_hp=[])
+            # the nodes waiting HP gangs need are held back, as the greedy LP pass does
+            sub = standalone_round(with_held_nodes(fresh, self.hp_wait_s), pending_hp=[])
             res = solve_quota(sub, QuotaOptions(pack=True), self.solver)
             self.milp_solves += 1
             self.milp_fallbacks += int(res.report.fallback)
@@ -218,11 +219,10 @@ class GFSMilpPolicy(GFSPolicy):
         placer = self.placer(rnd)
         hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=None,
                 memo=self.fit_memo("hp", preemptive=False))
-        self._held = {}
-        patient = patient_gangs(rnd, self.hp_wait_s)   # those the pass above left waiting
-        if patient:   # the boundary step is greedy: it re-queues, it breaks no window
-            self._held = boundary_pass(rnd, decision, patient, order=PTS_ORDER, placer=placer,
-                                       rule=self.victim_rule)
+        # those the pass above left waiting; the boundary step is greedy: it re-queues, it
+        # breaks no window
+        patient = self.boundary_step(rnd, decision, placer)
+        if patient:
             rnd = still_running(rnd, decision)
         pools = self.contested_pools(rnd)
         st = rnd.state

@@ -26,10 +26,12 @@ so a boundary is never missed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from gfs_opt.model import Decision, JobClass, Round, RunningJob
+import numpy as np
+
+from gfs_opt.model import ClusterState, Decision, JobClass, Round, RunningJob
 from gfs_opt.pending import QueueOrder, as_queue
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass, pools_to_run
@@ -38,37 +40,55 @@ from gfs_opt.preempt.scoring import Placer
 
 def patient_gangs(rnd: Round, patience_s: float) -> list[int]:
     """The round's pending HP gangs that take whole nodes and have waited less than
-    ``patience_s`` since their last (re)queue, in the pools a pass would visit."""
+    ``patience_s`` since their last (re)queue, in the pools a pass would visit (in each shape's
+    submit order).
+
+    A shape's jobs are listed in submit order, and an HP job is queued once, when it arrives
+    (it is never evicted), so their queue times rise along the list too: the patient ones are
+    its tail, read newest first up to the first that has waited its patience (a backlog of
+    thousands is not walked at every event)."""
     if patience_s <= 0:
         return []
     st = rnd.state
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP, rnd.queued_since)
     since = rnd.queued_since
+    t = rnd.time
     out: list[int] = []
     for pool in pools_to_run(rnd, queue):
         for entries in queue.shapes(pool).values():
             # a shape's jobs share pool and request: its first answers for all
             if not st.takes_whole_node(rnd.jobs[entries[0][1]]):
                 continue
-            out.extend(jid for submit, jid in entries
-                       if jid not in st.alloc
-                       and rnd.time - since.get(jid, submit) < patience_s)
+            tail: list[int] = []
+            for submit, jid in reversed(entries):
+                if t - since.get(jid, submit) >= patience_s:
+                    break
+                if jid not in st.alloc:
+                    tail.append(jid)
+            out.extend(reversed(tail))
     return out
 
 
 def at_boundary(rnd: Round) -> dict[int, RunningJob]:
     """Running LP jobs whose guarantee window restarts at this instant (not jobs that just
-    started): re-queued now, they break no window and lose no work."""
+    started): re-queued now, they break no window and lose no work. The simulator's rounds
+    name the window ends of the instant (`Round.window_restarts`); a standalone round is read
+    job by job."""
     t = rnd.time
-    return {j: r for j, r in rnd.running.items()
-            if not r.job.is_hp and r.window_start == t and r.start < t}
+    running = rnd.running
+    ids = rnd.window_restarts
+    if ids is None:
+        cands: Iterable[tuple[int, RunningJob | None]] = running.items()
+    else:
+        cands = ((j, running.get(j)) for j in ids)
+    return {j: r for j, r in cands
+            if r is not None and r.at_boundary(t) and not r.job.is_hp}
 
 
 def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: QueueOrder,
-                  placer: Placer, rule: PreemptRule | None) -> dict[str, int]:
+                  placer: Placer, rule: PreemptRule | None) -> None:
     """Steps 1–3 of the module doc for the ``patient`` gangs (placements into ``decision``,
-    LP jobs taken at their boundary into ``decision.requeue``); returns the workers still
-    waiting per pool (step 4's reserve)."""
+    LP jobs taken at their boundary into ``decision.requeue``)."""
     hp_pass(replace(rnd, pending_hp=patient), decision, order=order, placer=placer,
             victims=None)
     left = [j for j in patient if j not in decision.placements]
@@ -80,10 +100,16 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
         decision.placements.update(got.placements)
         decision.requeue.extend(got.victims)
         left = [j for j in left if j not in got.placements]
-    if left and rule is not None:
+    if left and due:   # a node can be emptied only of jobs at a boundary
         gather(rnd, decision, left, due)
+
+
+def waiting_workers(rnd: Round, patience_s: float) -> dict[str, int]:
+    """Step 4's reserve: the workers of the patient gangs still unplaced on the round's state,
+    per pool. Read from the round alone (after its HP step, the gangs the boundary pass left),
+    so a standalone round's LP pass holds the same nodes as the simulator's."""
     waiting: dict[str, int] = {}
-    for j in left:
+    for j in patient_gangs(rnd, patience_s):
         job = rnd.jobs[j]
         waiting[job.pool] = waiting.get(job.pool, 0) + job.workers
     return waiting
@@ -118,33 +144,51 @@ def gather(rnd: Round, decision: Decision, left: list[int],
     beyond the free ones earlier gangs do not count on — when the pool's LP-only whole nodes
     could cover that shortfall at all (else the gang will evict when its wait is over, and
     nodes emptied for it would idle in vain). ``due``: the round's jobs at a boundary
-    (`at_boundary`)."""
+    (`at_boundary`). A node that lost a job to an earlier gang's gathering is no longer
+    counted (an LP gang may span several nodes)."""
     st = rnd.state
-    on_node: dict[int, list[RunningJob]] = {}
-    for r in rnd.running.values():
-        if r.job.id in st.alloc:
-            for n, _g in r.placement:
-                on_node.setdefault(int(n), []).append(r)
+    touched: set[int] = set()    # nodes that lost a job here
     promised: dict[str, int] = {}
     for jid in left:
         job = rnd.jobs[jid]
         p = st.pool_index[job.pool]
-        size = int(st.pool_node_gpus[p])
-        lo, hi = st.pool_slice(p)
         free = st.whole_free_nodes(p) - promised.get(job.pool, 0)
         need = job.workers - max(free, 0)
         promised[job.pool] = promised.get(job.pool, 0) + job.workers
         if need <= 0:
             continue
-        lp_only = [n for n in range(lo, hi) if int(st.node_gpus[n]) == size
-                   and int(st.node_hp_gpus[n]) == 0 and on_node.get(n)
-                   and all(r.job.id in st.alloc for r in on_node[n])]
+        lp_only = [n for n in lp_only_nodes(st, p) if n not in touched]
         if len(lp_only) < need:
             continue
-        ready = [n for n in lp_only if all(r.job.id in due for r in on_node[n])]
-        ready.sort(key=lambda n: len(on_node[n]))
+        ready = [n for n in lp_only if st.node_jobs[n] <= due.keys()]
+        ready.sort(key=lambda n: workers_on(st, n))
         for n in ready[:need]:
-            for r in on_node[n]:
-                if r.job.id in st.alloc:
-                    st.release(r.job)
-                    decision.requeue.append(r.job.id)
+            on_n = st.node_jobs[n]
+            for j in [j for j in rnd.running if j in on_n]:   # the running jobs' order
+                r = rnd.running[j]
+                touched.update(int(m) for m, _g in r.placement)
+                st.release(r.job)
+                decision.requeue.append(j)
+
+
+def lp_only_nodes(st: ClusterState, p: int) -> list[int]:
+    """Nodes of pool ``p`` of its largest size that hold LP work and no HP."""
+    lo, hi = st.pool_slice(p)
+    mask = ((st.node_gpus[lo:hi] == st.pool_node_gpus[p]) & (st.node_hp_gpus[lo:hi] == 0)
+            & (st.node_lp_gpus[lo:hi] > 0))
+    return (np.flatnonzero(mask) + lo).tolist()
+
+
+def workers_on(st: ClusterState, n: int) -> int:
+    """Workers of running jobs on node ``n`` (a gang may put several there)."""
+    return sum(sum(1 for m, _g in st.alloc[j][2] if m == n) for j in st.node_jobs[n])
+
+
+def with_held_nodes(rnd: Round, patience_s: float) -> Round:
+    """The round with the whole nodes its waiting HP gangs need added to its reserves, for the
+    admission MILP: the greedy LP pass holds the same nodes back (`held_reserves`)."""
+    waiting = waiting_workers(rnd, patience_s)
+    if not waiting:
+        return rnd
+    reserves = held_reserves(rnd.reserves, waiting, rnd.params.guarantee_classes)
+    return replace(rnd, reserves=dict(reserves or {}))

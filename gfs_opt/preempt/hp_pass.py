@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from functools import partial
 
@@ -43,14 +44,16 @@ def pools_to_run(rnd: Round, queue: PendingQueue) -> list[str]:
 
 def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer,
             victims: PreemptRule | None, evictable: Mapping[int, RunningJob] | None = None,
-            memo: FitMemo | None = None) -> None:
+            memo: FitMemo | None = None, waiting: AbstractSet[int] = frozenset()) -> None:
     """HP pass on the round's state (placements and victims go into ``decision``).
 
     ``victims=None`` disables preemption; ``evictable`` narrows the LP jobs that may be evicted
     (default: every running job of the round; HP jobs are never chosen). Jobs dominated by a gang
     that already failed in this pool are skipped (`FailSizes`); under a head-of-line order a
     blocked job stops its pool's pass (`QueueOrder.holds_line`). ``memo`` (see `FitMemo`;
-    ignored with ``evictable``) skips tries known to fail.
+    ignored with ``evictable``) skips tries known to fail. ``waiting``: gangs the pass leaves
+    alone (they wait for a window boundary, `gfs_opt.preempt.boundary`); they are not tried, so
+    they teach the memo nothing.
     """
     st = rnd.state
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
@@ -85,8 +88,8 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         stop = False
         for cursor in queue.cursors(pool, order.fifo, skip):
             for jid, (g, w, _d) in cursor:
-                if jid in st.alloc:  # placed earlier in this round (e.g. by another pass)
-                    continue
+                if jid in st.alloc or jid in waiting:  # placed earlier in this round (e.g.
+                    continue                             # by another pass), or left to wait
                 if fails.dominated(g, w):
                     cursor.drop()  # nothing later of this shape can start either
                     continue

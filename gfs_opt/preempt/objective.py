@@ -167,6 +167,7 @@ def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = No
     """Everything wrong with applying ``decision`` to ``rnd`` (empty list = feasible).
 
     Checks: victims are running LP jobs (outside their window under ``hard_guarantee``);
+    re-queued jobs are running LP jobs at a window boundary;
     placed jobs are pending, whole gangs, each worker on one node of the job's pool with the
     right number of distinct, existing GPUs; and no GPU exceeds 1000 milli once the victims
     are gone and the new placements are in. ``usage``: `running_usage(rnd)`, when the caller
@@ -182,6 +183,21 @@ def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = No
 
     if len(set(decision.victims)) != len(decision.victims):
         problems.append("a victim is listed twice")
+    for jid in sorted(set(decision.requeue)):
+        # a re-queue is free only at the instant the job's window restarts (a checkpoint)
+        run = rnd.running.get(jid)
+        if run is None or run.job.cls is not JobClass.LP:
+            problems.append(f"re-queued job {jid} is not a running LP job")
+            continue
+        if jid in decision.victims:
+            problems.append(f"job {jid} is both a victim and re-queued")
+        if not run.at_boundary(rnd.time):
+            problems.append(f"re-queued job {jid} is not at a window boundary (it would break "
+                            "its window: that is an eviction)")
+        m = milli_per_gpu(run.job.g)
+        for node, gpus in run.placement:
+            for lg in gpus:
+                usage[int(st.node_first_gpu[node]) + lg] -= m
     for jid in sorted(set(decision.victims)):
         victim = rnd.running.get(jid)
         if victim is None:
@@ -206,6 +222,8 @@ def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = No
             problems.append(f"placed job {jid} is not pending")
         if jid in decision.victims:
             problems.append(f"job {jid} is both placed and a victim")
+        if jid in decision.requeue:
+            problems.append(f"job {jid} is both placed and re-queued")
         if len(placement) != job.workers:
             problems.append(f"job {jid}: {len(placement)} workers placed, gang needs {job.workers}")
         k, m = gpus_per_worker(job.g), milli_per_gpu(job.g)

@@ -202,6 +202,8 @@ class Simulator:
             "forecasts": v["forecasts"], "pools": v["pools"], "quotas": v["quotas"],
             "reserves": v["reserves"],
             "params": self.params, "released": v["released"], "hp_released": v["hp_released"]}
+        self._restarts_t = -math.inf            # the instant of `_restarts`
+        self._restarts: list[int] = []          # LP jobs whose window ended then
         self.events = 0
         self.passes = 0
         self.kept_plans = 0   # passes whose planned changes were kept (`_is_plan`)
@@ -320,6 +322,9 @@ class Simulator:
 
     def _window_end(self, r: JobRun, t: float) -> None:
         self._window_outcome(r, t, True)
+        if self._restarts_t != t:
+            self._restarts_t, self._restarts = t, []
+        self._restarts.append(r.job.id)
         if self._wake_at_windows and self.hp_q.shapes(r.job.pool):
             self.dirty.add(r.job.pool)
         r.saved = r.progress(t)
@@ -443,6 +448,7 @@ class Simulator:
         fields["node_evictions_1d"] = self.node_evictions_1d
         fields["quota_due"] = quota_due
         fields["dirty_pools"] = None if quota_due else frozenset(self.dirty)
+        fields["window_restarts"] = tuple(self._restarts) if self._restarts_t == t else ()
         return rnd
 
     def _policy_pass(self, t: float, quota_due: bool) -> None:
