@@ -180,10 +180,12 @@ class ComposedPolicy(GreedyPolicy):
         self.hp_wait_s = hp_wait_s if victim_rule is not None else 0.0
         self.wakes_at_window_ends = self.hp_wait_s > 0
         self._held: dict[str, int] = {}   # workers of HP gangs waiting for a boundary, per pool
+        self._patient_memo: tuple[Round, list[int]] | None = None
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         super().reset(state, params, origin)
         self._held = {}
+        self._patient_memo = None
 
     def parts(self) -> dict[str, str]:
         """What the policy is made of, part by part, in words (ARCHITECTURE.md lists them)."""
@@ -276,13 +278,25 @@ class ComposedPolicy(GreedyPolicy):
         """Whether an HP gang waits for a window boundary this round, or the reserve was held
         for one last pass: the memos do not know such gangs, so `settled` must not answer from
         them (the round runs in full)."""
-        return self.hp_wait_s > 0 and bool(self._held or patient_gangs(rnd, self.hp_wait_s))
+        return self.hp_wait_s > 0 and bool(self._held or self.patient(rnd))
+
+    def patient(self, rnd: Round) -> list[int]:
+        """`patient_gangs` of the round, not yet placed. A pass asks three times (`settled`,
+        the HP step, the LP pass's reserve) on one round: the gangs are found once per round
+        and filtered by what the pass has placed since."""
+        if self.hp_wait_s <= 0:
+            return []
+        memo = self._patient_memo
+        if memo is None or memo[0] is not rnd:
+            memo = self._patient_memo = (rnd, patient_gangs(rnd, self.hp_wait_s))
+        alloc = rnd.state.alloc
+        return [j for j in memo[1] if j not in alloc]
 
     def boundary_step(self, rnd: Round, decision: Decision,
                       placer: Placer | None = None) -> list[int]:
         """Steps 1–3 of `gfs_opt.preempt.boundary` for the round's patient gangs (those that
         wait for window boundaries); returns them (none when the policy does not wait)."""
-        patient = patient_gangs(rnd, self.hp_wait_s) if self.hp_wait_s > 0 else []
+        patient = self.patient(rnd)
         if patient:
             boundary_pass(rnd, decision, patient, order=self.order,
                           placer=self.placer(rnd) if placer is None else placer,
@@ -316,7 +330,7 @@ class ComposedPolicy(GreedyPolicy):
         placer = self.placer(rnd)
         reserves = (decision.reserves if decision.reserves is not None else rnd.reserves) or None
         if getattr(self, "hp_wait_s", 0.0) > 0:
-            self._held = waiting_workers(rnd, self.hp_wait_s)
+            self._held = waiting_workers(rnd, self.patient(rnd))
             reserves = held_reserves(reserves, self._held, rnd.params.guarantee_classes)
         if reserves != getattr(self, "_lp_reserves", None):
             self._lp_reserves = None if reserves is None else dict(reserves)

@@ -104,12 +104,12 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
         gather(rnd, decision, left, due)
 
 
-def waiting_workers(rnd: Round, patience_s: float) -> dict[str, int]:
-    """Step 4's reserve: the workers of the patient gangs still unplaced on the round's state,
-    per pool. Read from the round alone (after its HP step, the gangs the boundary pass left),
-    so a standalone round's LP pass holds the same nodes as the simulator's."""
+def waiting_workers(rnd: Round, gangs: Iterable[int]) -> dict[str, int]:
+    """Step 4's reserve: the workers of ``gangs`` per pool — the patient gangs still unplaced
+    on the round's state, read from the round alone (after its HP step, the gangs the boundary
+    pass left), so a standalone round's LP pass holds the same nodes as the simulator's."""
     waiting: dict[str, int] = {}
-    for j in patient_gangs(rnd, patience_s):
+    for j in gangs:
         job = rnd.jobs[j]
         waiting[job.pool] = waiting.get(job.pool, 0) + job.workers
     return waiting
@@ -187,7 +187,7 @@ def workers_on(st: ClusterState, n: int) -> int:
 def with_held_nodes(rnd: Round, patience_s: float) -> Round:
     """The round with the whole nodes its waiting HP gangs need added to its reserves, for the
     admission MILP: the greedy LP pass holds the same nodes back (`held_reserves`)."""
-    waiting = waiting_workers(rnd, patience_s)
+    waiting = waiting_workers(rnd, patient_gangs(rnd, patience_s))
     if not waiting:
         return rnd
     reserves = held_reserves(rnd.reserves, waiting, rnd.params.guarantee_classes)
