@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from gfs_opt.model import ClusterState, Decision, JobClass, Params, Round, RunningJob
-from gfs_opt.pending import QueueOrder, as_queue
+from gfs_opt.pending import PendingQueue, QueueOrder, as_queue
 from gfs_opt.policies.parts import (
     Admission,
     PlacementScore,
@@ -181,11 +181,13 @@ class ComposedPolicy(GreedyPolicy):
         self.wakes_at_window_ends = self.hp_wait_s > 0
         self._held: dict[str, int] = {}   # workers of HP gangs waiting for a boundary, per pool
         self._patient_memo: tuple[Round, list[int]] | None = None
+        self._patient_queue: tuple[PendingQueue, set[int]] = (PendingQueue(JobClass.HP), set())
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         super().reset(state, params, origin)
         self._held = {}
         self._patient_memo = None
+        self._patient_queue = (PendingQueue(JobClass.HP), set())
 
     def parts(self) -> dict[str, str]:
         """What the policy is made of, part by part, in words (ARCHITECTURE.md lists them)."""
@@ -300,8 +302,22 @@ class ComposedPolicy(GreedyPolicy):
         if patient:
             boundary_pass(rnd, decision, patient, order=self.order,
                           placer=self.placer(rnd) if placer is None else placer,
-                          rule=self.victim_rule)
+                          rule=self.victim_rule, queue=self.patient_queue(rnd, patient))
         return patient
+
+    def patient_queue(self, rnd: Round, patient: list[int]) -> PendingQueue:
+        """``patient`` as a queue, kept from round to round and edited by the gangs that came
+        and went: on a backlog most rounds' patient gangs are the last round's, give or take a
+        few, and building the queue anew was the wait's largest cost."""
+        queue, members = self._patient_queue
+        now = set(patient)
+        for j in members - now:
+            queue.remove(j)
+        for j in patient:
+            if j not in members:
+                queue.add(rnd.jobs[j])
+        self._patient_queue = (queue, now)
+        return queue
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
         if self.hp_wait_s > 0 and self.evictable(rnd) is None:

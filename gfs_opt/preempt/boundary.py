@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from gfs_opt.model import ClusterState, Decision, JobClass, Round, RunningJob
-from gfs_opt.pending import QueueOrder, as_queue
+from gfs_opt.pending import PendingQueue, QueueOrder, as_queue
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass, pools_to_run
 from gfs_opt.preempt.scoring import Placer
@@ -86,11 +86,13 @@ def at_boundary(rnd: Round) -> dict[int, RunningJob]:
 
 
 def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: QueueOrder,
-                  placer: Placer, rule: PreemptRule | None) -> None:
+                  placer: Placer, rule: PreemptRule | None,
+                  queue: PendingQueue | None = None) -> None:
     """Steps 1–3 of the module doc for the ``patient`` gangs (placements into ``decision``,
-    LP jobs taken at their boundary into ``decision.requeue``)."""
-    hp_pass(replace(rnd, pending_hp=patient), decision, order=order, placer=placer,
-            victims=None)
+    LP jobs taken at their boundary into ``decision.requeue``). ``queue``: the same gangs as a
+    `PendingQueue`, when the caller keeps one (else it is built here)."""
+    hp_pass(replace(rnd, pending_hp=patient if queue is None else queue), decision, order=order,
+            placer=placer, victims=None)
     left = [j for j in patient if j not in decision.placements]
     due = at_boundary(rnd) if left and rule is not None else {}
     if due:
