@@ -257,12 +257,14 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
             res.preempt_greedy = run_greedy_preempt(rnd, preempt_opts, policy)
         if method in ("milp", "both") and (opts := budget("preemption")) is not None:
             greedy_d = res.preempt_greedy.decision if res.preempt_greedy else None
-            if wait > 0 and patient_gangs(rnd, wait):
+            patient = patient_gangs(rnd, wait) if wait > 0 else []
+            if patient:
                 res.preempt_milp = exact_after_boundary(rnd, policy, preempt_opts, opts, greedy_d)
+                shown = ", ".join(map(str, patient[:10])) + (" …" if len(patient) > 10 else "")
                 res.notes.append(
-                    f"whole-node HP gangs wait ≤ {wait / 3600:g} h for LP window boundaries "
-                    "(hp_wait_h): both answers apply the greedy boundary step to them, the MILP "
-                    "solves the rest")
+                    f"{len(patient)} whole-node HP gang(s) wait ≤ {wait / 3600:g} h for LP window "
+                    f"boundaries (hp_wait_h; {shown}): both answers apply the greedy boundary "
+                    "step to them, the MILP solves the rest")
             else:
                 res.preempt_milp = solve_preemption(rnd, preempt_opts, opts, greedy=greedy_d)
     return res
