@@ -345,7 +345,7 @@ class ComposedPolicy(GreedyPolicy):
         only at a quota refresh)."""
         placer = self.placer(rnd)
         reserves = (decision.reserves if decision.reserves is not None else rnd.reserves) or None
-        if getattr(self, "hp_wait_s", 0.0) > 0:
+        if self.hp_wait_s > 0:
             self._held = waiting_workers(rnd, self.patient(rnd))
             reserves = held_reserves(reserves, self._held, rnd.params.guarantee_classes)
         if reserves != getattr(self, "_lp_reserves", None):

@@ -79,8 +79,9 @@ def standalone_round(rnd: Round, pending_hp: list[int] | None = None,
                  pending_lp=lp, queued_since={j: rnd.queued_since.get(j, rnd.jobs[j].submit)
                                               for j in (*hp, *lp)},
                  forecasts=dict(rnd.forecasts), pools=rnd.pools, quotas=dict(rnd.quotas),
-                 reserves=dict(rnd.reserves), node_evictions_1h=rnd.node_evictions_1h, node_evictions_1d=rnd.node_evictions_1d,
-                 params=rnd.params, quota_due=rnd.quota_due)
+                 reserves=dict(rnd.reserves), node_evictions_1h=rnd.node_evictions_1h,
+                 node_evictions_1d=rnd.node_evictions_1d, params=rnd.params,
+                 quota_due=rnd.quota_due)
 
 
 class GFSMilpPolicy(GFSPolicy):

@@ -23,6 +23,7 @@ import numpy as np
 
 from gfs_opt.model import (
     MILLI,
+    ClusterState,
     Decision,
     JobClass,
     Round,
@@ -163,6 +164,15 @@ class RunningUsage:
         return np.array(usage, dtype=np.int64)
 
 
+def _take_back(usage: np.ndarray, st: ClusterState, run: RunningJob) -> None:
+    """Remove a running job's milli from ``usage`` (an evicted or re-queued job's GPUs)."""
+    m = milli_per_gpu(run.job.g)
+    for node, gpus in run.placement:
+        base = int(st.node_first_gpu[node])
+        for lg in gpus:
+            usage[base + lg] -= m
+
+
 def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = None) -> list[str]:
     """Everything wrong with applying ``decision`` to ``rnd`` (empty list = feasible).
 
@@ -194,10 +204,7 @@ def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = No
         if not run.at_boundary(rnd.time):
             problems.append(f"re-queued job {jid} is not at a window boundary (it would break "
                             "its window: that is an eviction)")
-        m = milli_per_gpu(run.job.g)
-        for node, gpus in run.placement:
-            for lg in gpus:
-                usage[int(st.node_first_gpu[node]) + lg] -= m
+        _take_back(usage, st, run)
     for jid in sorted(set(decision.victims)):
         victim = rnd.running.get(jid)
         if victim is None:
@@ -208,10 +215,7 @@ def check_decision(rnd: Round, decision: Decision, usage: np.ndarray | None = No
             continue
         if rnd.params.hard_guarantee and victim.in_window(rnd.time):
             problems.append(f"victim {jid} is inside its guarantee window (hard_guarantee)")
-        m = milli_per_gpu(victim.job.g)
-        for node, gpus in victim.placement:
-            for lg in gpus:
-                usage[int(st.node_first_gpu[node]) + lg] -= m
+        _take_back(usage, st, victim)
 
     for jid, placement in decision.placements.items():
         job = rnd.jobs.get(jid)
