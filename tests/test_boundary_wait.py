@@ -10,6 +10,8 @@ under the greedy and the exact policy alike.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -17,7 +19,7 @@ from gfs_opt.instance.solve_round import solve_round
 from gfs_opt.model import MILLI, ClusterState, Decision, Job, JobClass, Params, Round, RunningJob
 from gfs_opt.policies import POLICIES, make_policy
 from gfs_opt.policies.base import ComposedPolicy
-from gfs_opt.policies.gfs import GFSPolicy
+from gfs_opt.policies.gfs import NOTICE_H, GFSPolicy
 from gfs_opt.policies.gfs_milp import GFSMilpPolicy
 from gfs_opt.preempt.boundary import at_boundary, held_reserves, patient_gangs
 from gfs_opt.preempt.objective import check_decision
@@ -109,6 +111,63 @@ def test_without_patience_the_gang_evicts_at_once() -> None:
     assert d.victims == [2] and d.requeue == []
 
 
+def part_gang(lp_window_start: float, hp_submit: float = T - 100.0) -> Round:
+    """Three 8-GPU nodes: n0 holds HP on GPUs 0–3 and a 4-GPU LP job (5) on GPUs 4–7, n1 one
+    8-GPU LP job (2), n2 HP; both LP windows began at ``lp_window_start``. A 4-GPU HP worker
+    waits: it does not take a whole node, so it waits the notice, not the hour."""
+    st = ClusterState.from_nodes(("A100", 8, f"n{i}") for i in range(3))
+    jobs: dict[int, Job] = {}
+    running: dict[int, RunningJob] = {}
+    for jid, cls, g, node, gpus in ((1, HP, 4, 0, range(4)), (5, LP, 4, 0, range(4, 8)),
+                                    (2, LP, 8, 1, range(8)), (3, HP, 8, 2, range(8))):
+        j = Job(jid, "org", "A100", cls, g * MILLI, 1, 0.0, 50_000.0)
+        pl = ((node, tuple(gpus)),)
+        st.allocate(j, pl)
+        jobs[jid] = j
+        start = lp_window_start if cls is LP else 0.0
+        running[jid] = RunningJob(j, 0.0, start, start, pl)
+    jobs[10] = Job(10, "org", "A100", HP, 4 * MILLI, 1, hp_submit, 1_000.0)
+    return Round(time=T, state=st, jobs=jobs, running=running, pending_hp=[10],
+                 pending_lp=[], queued_since={10: hp_submit}, params=Params())
+
+
+def test_a_gang_on_notice_takes_the_lp_job_beside_hp_at_its_boundary() -> None:
+    """Both LP jobs are at a boundary; the gang takes the one beside HP (n0) and leaves the
+    whole LP-only node n1 for whole-node gangs to gather."""
+    rnd = part_gang(lp_window_start=T)
+    assert patient_gangs(rnd, 3600.0, 300.0) == [10]
+    assert patient_gangs(rnd, 3600.0, 0.0) == []     # only whole-node gangs wait
+    d, pol = decide(rnd, 1.0)
+    assert d.requeue == [5] and d.victims == [] and d.placements[10] == ((0, (4, 5, 6, 7)),)
+    assert pol._held == {}
+
+
+def test_a_gang_on_notice_waits_mid_window_and_holds_no_node() -> None:
+    d, pol = decide(part_gang(lp_window_start=T - 600.0), 1.0)
+    assert d.placements == {} and d.victims == [] and d.requeue == []
+    assert pol._held == {}    # nothing to gather or hold: it fits wherever LP leaves room
+
+
+def test_a_gang_on_notice_evicts_once_the_notice_is_over() -> None:
+    rnd = part_gang(lp_window_start=T - 600.0, hp_submit=T - NOTICE_H * 3600.0)
+    assert patient_gangs(rnd, 3600.0, NOTICE_H * 3600.0) == []
+    d, _pol = decide(rnd, 1.0)
+    assert len(d.victims) == 1 and 10 in d.placements and d.requeue == []
+
+
+def test_without_notice_a_part_gang_evicts_at_once() -> None:
+    rnd = part_gang(lp_window_start=T - 600.0)
+    pol = make_policy("gfs-no-notice", quota="none")
+    pol.reset(rnd.state, rnd.params)
+    rnd.state.begin()
+    try:
+        d = pol.decide(rnd)
+    finally:
+        rnd.state.rollback()
+        rnd.state.commit()
+    assert len(d.victims) == 1 and 10 in d.placements
+
+
 def free_node_and_lp_waiting() -> Round:
     """`cluster` mid-window with n2 free, a gang of two whole-node workers and an 8-GPU LP job
     waiting."""
@@ -181,8 +240,13 @@ def test_policy_options_and_description() -> None:
     assert "window boundaries" not in plain.parts()["victims"]
     with pytest.raises(ValueError, match="hp_wait_h"):
         GFSPolicy(hp_wait_h=-1.0)
-    assert POLICIES["gfs-no-wait"][1] == {"hp_wait_h": 0.0}
+    assert POLICIES["gfs-no-wait"][1] == {"hp_wait_h": 0.0, "hp_notice_h": 0.0}
     assert make_policy("gfs-milp").hp_wait_s == 3600.0
+    assert pol.options()["hp_notice_h"] == NOTICE_H and pol.hp_notice_s == NOTICE_H * 3600.0
+    assert "notice" in pol.parts()["victims"] and "notice" not in plain.parts()["victims"]
+    assert make_policy("gfs-no-notice").hp_notice_s == 0.0
+    with pytest.raises(ValueError, match="hp_notice_h"):
+        GFSPolicy(hp_notice_h=math.inf)
 
 
 # ---- a standalone round (`gfs-opt solve`) --------------------------------------------------------
@@ -256,3 +320,28 @@ def test_simulation_starts_the_gang_at_the_checkpoint(policy: str) -> None:
     else:      # PTS evicts at once
         assert by_id.loc[3, "jqt"] == 0.0
         assert by_id.loc[2, "windows_failed"] == 1 and by_id.loc[2, "evictions"] == 1
+
+
+@pytest.mark.parametrize("policy", ["gfs", "gfs-no-notice"])
+def test_simulation_a_gang_on_notice_starts_at_a_boundary_within_the_notice(policy: str) -> None:
+    """A 4-GPU HP job arrives at t = 3,400 to a full cluster, 201 s before the first boundary of
+    the LP job beside HP: on notice it starts there with no window broken; without the notice
+    it evicts at once."""
+    nodes = pd.DataFrame([(f"n{i}", "A100", 8, 64.0) for i in range(2)], columns=NODE_COLUMNS)
+    rows = [(1, "hp-half", "org", "A100", "HP", 4 * MILLI, 1, 0.0, 20_000.0, 0.0, 1.0, False),
+            (4, "hp-node", "org", "A100", "HP", 8 * MILLI, 1, 0.0, 20_000.0, 0.0, 1.0, False),
+            (2, "lp-beside", "org", "A100", "LP", 4 * MILLI, 1, 1.0, 20_000.0, 0.0, 1.0, False),
+            (3, "hp-late", "org", "A100", "HP", 4 * MILLI, 1, 3_400.0, 1_000.0, 0.0, 1.0,
+             False)]
+    trace = Trace(nodes, pd.DataFrame(rows, columns=JOB_COLUMNS))
+    cfg = SimConfig(eval_start=0.0, eval_end=3_401.0, sample_s=300.0, check_invariants=True,
+                    drain_s=86_400.0)
+    sim = Simulator(trace, make_policy(policy, quota="none"), Params(), cfg)
+    sim.run()
+    assert sim.recorder.jobs is not None
+    by_id = sim.recorder.jobs.set_index("job_id")
+    if policy == "gfs":
+        assert by_id.loc[3, "jqt"] == pytest.approx(201.0)
+        assert by_id.loc[2, "windows_failed"] == 0 and by_id.loc[2, "requeues"] == 1
+    else:
+        assert by_id.loc[3, "jqt"] == 0.0 and by_id.loc[2, "windows_failed"] == 1

@@ -16,7 +16,8 @@ TRAP = INSTANCES / "tiny-07-fail-size-trap.json"
 
 
 def test_both_prints_side_by_side_with_gap(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["solve", str(TRAP)]) == 0
+    # the paper's PTS: under GFS's defaults this round's HP gangs, just arrived, wait the notice
+    assert main(["solve", str(TRAP), "--policy", "gfs-no-wait"]) == 0
     out = capsys.readouterr().out
     assert "greedy" in out and "MILP" in out
     # the gang-aware fail_size rule no longer falls into this trap (see instances/README.md)
@@ -35,10 +36,11 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_certifier_flag(capsys: pytest.CaptureFixture[str]) -> None:
     tiny = str(INSTANCES / "tiny-01-cheapest-victim.json")
-    assert main(["solve", tiny, "--method", "milp", "--step", "preemption"]) == 0
+    pts = ["--policy", "gfs-no-wait"]   # under GFS's defaults the HP gang waits the notice
+    assert main(["solve", tiny, "--method", "milp", "--step", "preemption", *pts]) == 0
     assert "warm start proven optimal by cpsat" in capsys.readouterr().out
     assert main(["solve", tiny, "--method", "milp", "--step", "preemption",
-                 "--certifier", "none"]) == 0
+                 "--certifier", "none", *pts]) == 0
     out = capsys.readouterr().out
     assert "proven" not in out and "4,560.0" in out     # the same C, solved by SCIP
 
@@ -134,7 +136,8 @@ def test_solver_options_reject_unknown_solver() -> None:
 
 def test_hard_guarantee_flag_applies_to_greedy_and_milp(capsys: pytest.CaptureFixture[str]) -> None:
     path = str(INSTANCES / "tiny-02-window-penalty.json")
-    assert main(["solve", path, "--step", "preemption", "--hard-guarantee", "--json"]) == 0
+    assert main(["solve", path, "--step", "preemption", "--hard-guarantee", "--json",
+                 "--policy", "gfs-no-wait"]) == 0
     doc = json.loads(capsys.readouterr().out)["preemption"]
     assert doc["milp"]["victims"] == [] and not doc["milp"]["reports"][0]["fallback"]
     assert doc["greedy"]["problems"] and "greedy_gap" not in doc

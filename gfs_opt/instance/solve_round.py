@@ -189,14 +189,16 @@ def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTION
                          check_decision(rnd, decision))
 
 
-def hp_wait_s(policy: str) -> float:
-    """How long the policy's whole-node HP gangs wait for LP window boundaries (0: never)."""
-    return float(getattr(greedy_policy(policy), "hp_wait_s", 0.0))
+def hp_wait_s(policy: str) -> tuple[float, float]:
+    """How long the policy's HP gangs wait for LP window boundaries (0: never): whole-node
+    gangs, then the others (the notice)."""
+    pol = greedy_policy(policy)
+    return (float(getattr(pol, "hp_wait_s", 0.0)), float(getattr(pol, "hp_notice_s", 0.0)))
 
 
 def exact_after_boundary(rnd: Round, policy: str, opts: PreemptOptions, solver: SolverOptions,
                          greedy: Decision | None) -> PreemptResult:
-    """GFS's exact preemption step on a round where whole-node HP gangs wait for window
+    """GFS's exact preemption step on a round where HP gangs wait for window
     boundaries (as `gfs-milp` runs it): the policy's greedy boundary step for the waiting
     gangs first (it re-queues, it breaks no window), then the MILP for the other gangs on the
     round it leaves. The answer is both, scored on the whole round."""
@@ -234,7 +236,7 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
     what is left, and a step with nothing left is skipped with a note (the greedy answer stands).
     """
     res = RoundResult(method)
-    wait = hp_wait_s(policy)
+    wait, notice = hp_wait_s(policy)
 
     def budget(name: str) -> SolverOptions | None:
         if deadline is None:
@@ -257,14 +259,15 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
             res.preempt_greedy = run_greedy_preempt(rnd, preempt_opts, policy)
         if method in ("milp", "both") and (opts := budget("preemption")) is not None:
             greedy_d = res.preempt_greedy.decision if res.preempt_greedy else None
-            patient = patient_gangs(rnd, wait) if wait > 0 else []
+            patient = patient_gangs(rnd, wait, notice)
             if patient:
                 res.preempt_milp = exact_after_boundary(rnd, policy, preempt_opts, opts, greedy_d)
                 shown = ", ".join(map(str, patient[:10])) + (" …" if len(patient) > 10 else "")
                 res.notes.append(
-                    f"{len(patient)} whole-node HP gang(s) wait ≤ {wait / 3600:g} h for LP window "
-                    f"boundaries (hp_wait_h; {shown}): both answers apply the greedy boundary "
-                    "step to them, the MILP solves the rest")
+                    f"{len(patient)} HP gang(s) wait for LP window boundaries ({shown}; whole-node "
+                    f"gangs ≤ {wait / 3600:g} h, hp_wait_h, the others ≤ {notice / 3600:g} h, "
+                    "hp_notice_h): both answers apply the greedy boundary step to them, the MILP "
+                    "solves the rest")
             else:
                 res.preempt_milp = solve_preemption(rnd, preempt_opts, opts, greedy=greedy_d)
     return res

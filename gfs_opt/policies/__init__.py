@@ -37,9 +37,11 @@ POLICIES: dict[str, tuple[type[Policy], dict[str, Any]]] = {
     "gfs-paper-eta": (GFSPolicy, {"eta_rule": "paper"}),
     # PTS's LP order alone, without letting long-waiting LP jobs first (issue 40)
     "gfs-pts-order": (GFSPolicy, {"lp_age_h": None}),
-    # the paper's PTS: whole-node HP gangs evict at once, without waiting up to an hour for LP
-    # window boundaries (issue 40)
-    "gfs-no-wait": (GFSPolicy, {"hp_wait_h": 0.0}),
+    # the paper's PTS: HP gangs evict at once, without waiting for LP window boundaries
+    # (whole-node gangs up to an hour, the others the notice; issue 40)
+    "gfs-no-wait": (GFSPolicy, {"hp_wait_h": 0.0, "hp_notice_h": 0.0}),
+    # only the whole-node gangs wait: no notice for the others (issue 40, seventh session's GFS)
+    "gfs-no-notice": (GFSPolicy, {"hp_notice_h": 0.0}),
 }
 
 

@@ -165,20 +165,23 @@ class ComposedPolicy(GreedyPolicy):
     victim_rule: which LP jobs an HP job may evict (`PreemptRule`); None: no preemption.
 
     hp_wait_s: how long an HP gang of whole-node workers waits for LP jobs at a window boundary
-    before it evicts (`gfs_opt.preempt.boundary`; 0: never, the paper's PTS).
+    before it evicts (`gfs_opt.preempt.boundary`; 0: never, the paper's PTS). hp_notice_s: the
+    same for every other HP gang (the notice LP gets before an eviction; 0: none).
 
     `evictable` narrows the running LP jobs the victim rule may choose from (default: all).
     """
 
     def __init__(self, *, order: QueueOrder, admission: Admission, placement: PlacementScore,
-                 victim_rule: PreemptRule | None, hp_wait_s: float = 0.0) -> None:
+                 victim_rule: PreemptRule | None, hp_wait_s: float = 0.0,
+                 hp_notice_s: float = 0.0) -> None:
         self.order = order
         self.admission = admission
         self.placement = placement
         self.victim_rule = victim_rule
         self.spot = admission if isinstance(admission, SpotQuota) else None
         self.hp_wait_s = hp_wait_s if victim_rule is not None else 0.0
-        self.wakes_at_window_ends = self.hp_wait_s > 0
+        self.hp_notice_s = hp_notice_s if victim_rule is not None else 0.0
+        self.wakes_at_window_ends = self.waits
         self._held: dict[str, int] = {}   # workers of HP gangs waiting for a boundary, per pool
         self._patient_memo: tuple[Round, list[int]] | None = None
         self._patient_queue: tuple[PendingQueue, set[int]] = (PendingQueue(JobClass.HP), set())
@@ -195,6 +198,9 @@ class ComposedPolicy(GreedyPolicy):
         if self.hp_wait_s > 0:
             victims += (f"; whole-node HP gangs first wait ≤ {self.hp_wait_s / 3600:g} h for LP "
                         "window boundaries (re-queues)")
+        if self.hp_notice_s > 0:
+            victims += (f"; other HP gangs give LP {self.hp_notice_s / 60:g} min notice (take "
+                        "only jobs at a boundary meanwhile)")
         return {"queue order": describe_order(self.order), "admission": self.admission.name,
                 "placement": self.placement.name, "victims": victims}
 
@@ -280,17 +286,23 @@ class ComposedPolicy(GreedyPolicy):
         """Whether an HP gang waits for a window boundary this round, or the reserve was held
         for one last pass: the memos do not know such gangs, so `settled` must not answer from
         them (the round runs in full)."""
-        return self.hp_wait_s > 0 and bool(self._held or self.patient(rnd))
+        return self.waits and bool(self._held or self.patient(rnd))
+
+    @property
+    def waits(self) -> bool:
+        """Whether some HP gangs wait for window boundaries (`hp_wait_s` or `hp_notice_s`)."""
+        return self.hp_wait_s > 0 or self.hp_notice_s > 0
 
     def patient(self, rnd: Round) -> list[int]:
         """`patient_gangs` of the round, not yet placed. A pass asks three times (`settled`,
         the HP step, the LP pass's reserve) on one round: the gangs are found once per round
         and filtered by what the pass has placed since."""
-        if self.hp_wait_s <= 0:
+        if not self.waits:
             return []
         memo = self._patient_memo
         if memo is None or memo[0] is not rnd:
-            memo = self._patient_memo = (rnd, patient_gangs(rnd, self.hp_wait_s))
+            memo = self._patient_memo = (rnd, patient_gangs(rnd, self.hp_wait_s,
+                                                            self.hp_notice_s))
         alloc = rnd.state.alloc
         return [j for j in memo[1] if j not in alloc]
 
@@ -320,7 +332,7 @@ class ComposedPolicy(GreedyPolicy):
         return queue
 
     def hp_step(self, rnd: Round, decision: Decision) -> None:
-        if self.hp_wait_s > 0 and self.evictable(rnd) is None:
+        if self.waits and self.evictable(rnd) is None:
             placer = self.placer(rnd)
             patient = self.boundary_step(rnd, decision, placer)
         else:
@@ -345,7 +357,7 @@ class ComposedPolicy(GreedyPolicy):
         only at a quota refresh)."""
         placer = self.placer(rnd)
         reserves = (decision.reserves if decision.reserves is not None else rnd.reserves) or None
-        if self.hp_wait_s > 0:
+        if self.waits:
             self._held = waiting_workers(rnd, self.patient(rnd))
             reserves = held_reserves(reserves, self._held, rnd.params.guarantee_classes)
         if reserves != getattr(self, "_lp_reserves", None):

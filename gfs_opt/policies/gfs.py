@@ -30,6 +30,10 @@ from gfs_opt.pending import PTS_ORDER, QueueOrder
 from gfs_opt.policies.base import ComposedPolicy
 from gfs_opt.policies.parts import BestFit, NoQuota, PreemptRule, SpotQuota
 
+#: the notice an LP job gets before an HP gang that does not take whole nodes evicts it (hours):
+#: five minutes, the spec's quota-refresh period
+NOTICE_H = 5 / 60
+
 
 class GFSPolicy(ComposedPolicy):
     """The paper's policy. Options double as the ablations of GFS-SPEC §8.
@@ -56,6 +60,9 @@ class GFSPolicy(ComposedPolicy):
         guarantee-window boundary (re-queued at their checkpoint, no window broken) before it
         evicts (`gfs_opt.preempt.boundary`; default one hour, the default guarantee window d);
         0 = the paper's PTS (ablation `gfs-no-wait`).
+    hp_notice_h: every other HP gang that needs LP's GPUs first waits up to this many hours,
+        taking only LP jobs at a window boundary meanwhile: the notice LP gets before an
+        eviction (default NOTICE_H; 0 = evict at once, as the paper's PTS).
     """
 
     name = "gfs"
@@ -66,7 +73,7 @@ class GFSPolicy(ComposedPolicy):
                  shape: bool = True, lp_beside_hp: bool = True,
                  gang_victims: bool = True, quota_eta: float = 1.0,
                  eta_rule: str = "attributable", lp_age_h: float | None = 24.0,
-                 hp_wait_h: float = 1.0) -> None:
+                 hp_wait_h: float = 1.0, hp_notice_h: float = NOTICE_H) -> None:
         if quota not in {"rule", "none"}:
             raise ValueError("gfs quota must be 'rule' or 'none'")
         if victims not in {"two-pointer", "naive"}:
@@ -75,6 +82,8 @@ class GFSPolicy(ComposedPolicy):
             raise ValueError("gfs lp_age_h must be a positive number of hours")
         if not 0 <= hp_wait_h < math.inf:
             raise ValueError("gfs hp_wait_h must be a finite number of hours ≥ 0")
+        if not 0 <= hp_notice_h < math.inf:
+            raise ValueError("gfs hp_notice_h must be a finite number of hours ≥ 0")
         super().__init__(
             order=PTS_ORDER if lp_age_h is None else QueueOrder(lp_age_s=lp_age_h * HOUR),
             admission=SpotQuota(forecaster, adaptive=not static_eta, aggregation=aggregation,
@@ -85,7 +94,7 @@ class GFSPolicy(ComposedPolicy):
             victim_rule=(PreemptRule("naive", "count", first_candidate_only=True)
                          if victims == "naive"
                          else PreemptRule("two-pointer", "gfs", gang_aware=gang_victims)),
-            hp_wait_s=hp_wait_h * HOUR)
+            hp_wait_s=hp_wait_h * HOUR, hp_notice_s=hp_notice_h * HOUR)
         self.forecaster_name = forecaster
         self.static_eta = static_eta
         self.use_history = use_history
@@ -100,6 +109,7 @@ class GFSPolicy(ComposedPolicy):
         self.eta_rule = eta_rule
         self.lp_age_h = lp_age_h
         self.hp_wait_h = hp_wait_h
+        self.hp_notice_h = hp_notice_h
 
     def options(self) -> dict[str, Any]:
         return {"forecaster": self.forecaster_name, "static_eta": self.static_eta,
@@ -108,5 +118,5 @@ class GFSPolicy(ComposedPolicy):
                 "shape": self.shape, "lp_beside_hp": self.lp_beside_hp,
                 "gang_victims": self.gang_victims, "eta_rule": self.eta_rule,
                 "lp_age_h": self.lp_age_h,
-                "hp_wait_h": self.hp_wait_h,
+                "hp_wait_h": self.hp_wait_h, "hp_notice_h": self.hp_notice_h,
                 **({"quota_eta": self.quota_eta} if self.quota_eta != 1.0 else {})}

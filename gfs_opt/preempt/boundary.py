@@ -22,6 +22,15 @@ PTS. The cost is HP queueing: a gang waits at most P, usually until the first bo
 whole LP nodes (several an hour on a pool with many of them). The engine calls the policy at
 the window ends of a pool with HP waiting when the policy asks (`Policy.wakes_at_window_ends`),
 so a boundary is never missed.
+
+Every other HP gang that would evict gets a shorter patience, the *notice* N: for up to N it takes
+only LP jobs at a boundary now (steps 1–2), as a cloud's spot instance gets a notice before it is
+reclaimed; then it evicts. Its workers do not take whole nodes, so there is nothing to gather or
+hold (steps 3–4), and at step 2 it takes only jobs on nodes that hold HP work (`beside_hp`): the
+whole LP-only nodes are left for the whole-node gangs to gather. The notice pays where the pool
+is full (HP above the quota's plan, a `count` eviction): many LP jobs reach a boundary within a
+few minutes, and the first that do make room. Its cost is HP queueing of about N at most (a
+gang is retried at its pool's next event).
 """
 
 from __future__ import annotations
@@ -38,16 +47,16 @@ from gfs_opt.preempt.hp_pass import hp_pass, pools_to_run
 from gfs_opt.preempt.scoring import Placer
 
 
-def patient_gangs(rnd: Round, patience_s: float) -> list[int]:
-    """The round's pending HP gangs that take whole nodes and have waited less than
-    ``patience_s`` since their last (re)queue, in the pools a pass would visit (in each shape's
-    submit order).
+def patient_gangs(rnd: Round, patience_s: float, notice_s: float = 0.0) -> list[int]:
+    """The round's pending HP gangs that have waited less than their patience since their last
+    (re)queue — ``patience_s`` for gangs that take whole nodes, ``notice_s`` for the others — in
+    the pools a pass would visit (in each shape's submit order).
 
     A shape's jobs are listed in submit order, and an HP job is queued once, when it arrives
     (it is never evicted), so their queue times rise along the list too: the patient ones are
     its tail, read newest first up to the first that has waited its patience (a backlog of
     thousands is not walked at every event)."""
-    if patience_s <= 0:
+    if patience_s <= 0 and notice_s <= 0:
         return []
     st = rnd.state
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP, rnd.queued_since)
@@ -57,11 +66,12 @@ def patient_gangs(rnd: Round, patience_s: float) -> list[int]:
     for pool in pools_to_run(rnd, queue):
         for entries in queue.shapes(pool).values():
             # a shape's jobs share pool and request: its first answers for all
-            if not st.takes_whole_node(rnd.jobs[entries[0][1]]):
+            wait = patience_s if st.takes_whole_node(rnd.jobs[entries[0][1]]) else notice_s
+            if wait <= 0:
                 continue
             tail: list[int] = []
             for submit, jid in reversed(entries):
-                if t - since.get(jid, submit) >= patience_s:
+                if t - since.get(jid, submit) >= wait:
                     break
                 if jid not in st.alloc:
                     tail.append(jid)
@@ -96,24 +106,46 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
     left = [j for j in patient if j not in decision.placements]
     due = at_boundary(rnd) if left and rule is not None else {}
     if due:
-        got = Decision()
-        hp_pass(replace(rnd, pending_hp=left), got, order=order, placer=placer, victims=rule,
-                evictable=due)
-        decision.placements.update(got.placements)
-        decision.requeue.extend(got.victims)
-        left = [j for j in left if j not in got.placements]
+        st = rnd.state
+        whole = [j for j in left if st.takes_whole_node(rnd.jobs[j])]
+        on_notice = [j for j in left if not st.takes_whole_node(rnd.jobs[j])]
+        taken: set[int] = set()
+        # whole-node gangs first (PTS's largest first), then the gangs on notice, beside HP only
+        for gangs, cands in ((whole, due), (on_notice, beside_hp(st, due))):
+            cands = {j: r for j, r in cands.items() if j not in taken}
+            if not gangs or not cands:
+                continue
+            got = Decision()
+            hp_pass(replace(rnd, pending_hp=gangs), got, order=order, placer=placer,
+                    victims=rule, evictable=cands)
+            decision.placements.update(got.placements)
+            decision.requeue.extend(got.victims)
+            taken.update(got.victims)
+        left = [j for j in left if j not in decision.placements]
+        due = {j: r for j, r in due.items() if j not in taken}
     if left and due:   # a node can be emptied only of jobs at a boundary
         gather(rnd, decision, left, due)
 
 
+def beside_hp(st: ClusterState, due: Mapping[int, RunningJob]) -> dict[int, RunningJob]:
+    """The jobs of ``due`` on nodes that all hold HP work: the ones a gang on notice may take.
+    A whole LP-only node is what a whole-node gang gathers, and a gang on notice placed there
+    would break it up (a 62-node gang waited 20 h on paper-a100 when gangs on notice could)."""
+    hp = st.node_hp_gpus
+    return {j: r for j, r in due.items() if all(hp[n] > 0 for n, _g in r.placement)}
+
+
 def waiting_workers(rnd: Round, gangs: Iterable[int]) -> dict[str, int]:
-    """Step 4's reserve: the workers of ``gangs`` per pool — the patient gangs still unplaced
-    on the round's state, read from the round alone (after its HP step, the gangs the boundary
-    pass left), so a standalone round's LP pass holds the same nodes as the simulator's."""
+    """Step 4's reserve: the workers of ``gangs`` that take whole nodes, per pool — the patient
+    gangs still unplaced on the round's state, read from the round alone (after its HP step,
+    the gangs the boundary pass left), so a standalone round's LP pass holds the same nodes as
+    the simulator's."""
     waiting: dict[str, int] = {}
+    st = rnd.state
     for j in gangs:
         job = rnd.jobs[j]
-        waiting[job.pool] = waiting.get(job.pool, 0) + job.workers
+        if st.takes_whole_node(job):
+            waiting[job.pool] = waiting.get(job.pool, 0) + job.workers
     return waiting
 
 
@@ -153,6 +185,8 @@ def gather(rnd: Round, decision: Decision, left: list[int],
     promised: dict[str, int] = {}
     for jid in left:
         job = rnd.jobs[jid]
+        if not st.takes_whole_node(job):
+            continue   # a gang on the notice takes boundary jobs where it fits (step 2) only
         p = st.pool_index[job.pool]
         free = st.whole_free_nodes(p) - promised.get(job.pool, 0)
         need = job.workers - max(free, 0)
