@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gfs_opt.instance import load_round
+from gfs_opt.instance.milp_gap import PTS_POLICY
 from gfs_opt.instance.solve_round import run_greedy_preempt, run_greedy_quota
 from gfs_opt.model import MILLI, JobClass, Round
 from gfs_opt.preempt.milp import solve_preemption
@@ -43,17 +44,13 @@ def _best_time(fn, repeat: int) -> tuple[object, float]:
     return out, best
 
 
-#: the greedy preemption step compared with the MILP
-PTS = "gfs-no-wait"
-
-
 def bench_one(path: Path, solver: SolverOptions, repeat: int) -> dict[str, object]:
     rnd: Round = load_round(path)
     # the paper's PTS answers the MILP's question (place every HP gang now); GFS's own HP gangs
     # may wait for LP window boundaries instead, which the MILP does not model
-    g, g_t = _best_time(lambda: run_greedy_preempt(rnd, policy=PTS), repeat)
+    g, g_t = _best_time(lambda: run_greedy_preempt(rnd, policy=PTS_POLICY), repeat)
     res = solve_preemption(rnd, solver=solver, greedy=g.decision)  # type: ignore[attr-defined]
-    qg = run_greedy_quota(rnd)
+    qg = run_greedy_quota(rnd, policy=PTS_POLICY)
     q = solve_quota(rnd, solver=solver, greedy=qg.admitted)
     rep = res.decision.reports[-1]
     gs, ms = g.score, res.score  # type: ignore[attr-defined]

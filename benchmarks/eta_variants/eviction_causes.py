@@ -17,7 +17,7 @@ from replay_spec import case_parser, replay_spec
 
 KEYS = ("lp_eviction_rate", "lp_windows_failed", "lp_windows_ok", "lp_evictions_count",
         "lp_evictions_fragmentation", "lp_evictions_other", "lp_evictions_quota_attributable",
-        "lp_jqt_mean", "hp_jqt_mean")
+        "lp_jqt_mean", "hp_jqt_mean", "hp_jqt_p99")
 
 
 def main() -> None:

@@ -27,6 +27,8 @@ evictions):
     python benchmarks/eta_variants/hp_patience.py '{}' gfs-no-wait    # the paper's PTS, no wait
     python benchmarks/eta_variants/hp_patience.py '{}' yarn-cs+sqa    # a baseline, same columns
     python benchmarks/eta_variants/hp_patience.py '{}' gfs '{"hp_wait_h": 0.5}'  # with options
+    python benchmarks/eta_variants/hp_patience.py '{}' gfs '{"hp_notice_h": 0.25}'  # 15 min notice
+    python benchmarks/eta_variants/hp_patience.py '{}' gfs-no-notice  # the whole-node wait alone
 
 ``CASES_ONLY`` as in ``run_variants.py``. Results are cached in ``results/eta-variants/`` under
 the cell, the switches, this file's text and the package's fingerprint.

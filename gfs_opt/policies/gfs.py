@@ -12,11 +12,12 @@ the nodes that fit it most tightly, ties broken by each node's recent eviction h
 that does not fit evicts LP work, chosen node by node by a two-pointer pass that spares the
 costliest work, on the node whose evictions cost least (failure ratio plus wasted GPU time). In
 gfs_opt an HP gang of whole-node workers first waits up to an hour for LP jobs to reach the end of
-their guarantee window and takes them there, re-queued at their checkpoint, before it evicts
-(`gfs_opt.preempt.boundary`; a departure from the paper, ablation `gfs-no-wait`).
+their guarantee window and takes them there, re-queued at their checkpoint, before it evicts, and
+every other HP gang gives LP five minutes' notice the same way (`gfs_opt.preempt.boundary`;
+departures from the paper, ablations `gfs-no-notice` and `gfs-no-wait`).
 
 Composition: PTS order with aged LP jobs first · spot quota with adaptive η · best fit with E(n) ·
-two-pointer victims with the GFS node cost, whole-node HP gangs first waiting for boundaries. Its
+two-pointer victims with the GFS node cost, HP gangs first waiting for boundaries. Its
 options are the ablations of GFS-SPEC §8.
 """
 
