@@ -314,8 +314,7 @@ class ComposedPolicy(GreedyPolicy):
         if patient:
             boundary_pass(rnd, decision, patient, order=self.order,
                           placer=self.placer(rnd) if placer is None else placer,
-                          rule=self.victim_rule, queue=self.patient_queue(rnd, patient),
-                          memo=self.fit_memo("hp-free", preemptive=False))
+                          rule=self.victim_rule, queue=self.patient_queue(rnd, patient))
         return patient
 
     def patient_queue(self, rnd: Round, patient: list[int]) -> PendingQueue:

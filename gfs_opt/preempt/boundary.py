@@ -40,9 +40,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from gfs_opt.model import ClusterState, Decision, Job, JobClass, Round, RunningJob
+from gfs_opt.model import ClusterState, Decision, JobClass, Round, RunningJob
 from gfs_opt.pending import PendingQueue, QueueOrder, as_queue
-from gfs_opt.preempt.fit_memo import FitMemo
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass, pools_to_run
 from gfs_opt.preempt.scoring import Placer
@@ -98,21 +97,18 @@ def at_boundary(rnd: Round) -> dict[int, RunningJob]:
 
 def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: QueueOrder,
                   placer: Placer, rule: PreemptRule | None,
-                  queue: PendingQueue | None = None, memo: FitMemo | None = None) -> None:
+                  queue: PendingQueue | None = None) -> None:
     """Steps 1–3 of the module doc for the ``patient`` gangs (placements into ``decision``,
     LP jobs taken at their boundary into ``decision.requeue``). ``queue``: the same gangs as a
-    `PendingQueue`, when the caller keeps one (else it is built here). ``memo``: a
-    non-preemptive `FitMemo` for step 1 (on a backlog most patient shapes are known not to fit
-    the free GPUs)."""
+    `PendingQueue`, when the caller keeps one (else it is built here)."""
     hp_pass(replace(rnd, pending_hp=patient if queue is None else queue), decision, order=order,
-            placer=placer, victims=None, memo=memo)
+            placer=placer, victims=None)
     left = [j for j in patient if j not in decision.placements]
     due = at_boundary(rnd) if left and rule is not None else {}
     if due:
         st = rnd.state
-        takes = _WholeNode(st)
-        whole = [j for j in left if takes(rnd.jobs[j])]
-        on_notice = [j for j in left if not takes(rnd.jobs[j])]
+        whole = [j for j in left if st.takes_whole_node(rnd.jobs[j])]
+        on_notice = [j for j in left if not st.takes_whole_node(rnd.jobs[j])]
         taken: set[int] = set()
         # whole-node gangs first (PTS's largest first), then the gangs on notice, beside HP only
         for gangs, cands in ((whole, due), (on_notice, beside_hp(st, due))):
@@ -145,28 +141,12 @@ def waiting_workers(rnd: Round, gangs: Iterable[int]) -> dict[str, int]:
     the gangs the boundary pass left), so a standalone round's LP pass holds the same nodes as
     the simulator's."""
     waiting: dict[str, int] = {}
-    whole = _WholeNode(rnd.state)
+    st = rnd.state
     for j in gangs:
         job = rnd.jobs[j]
-        if whole(job):
+        if st.takes_whole_node(job):
             waiting[job.pool] = waiting.get(job.pool, 0) + job.workers
     return waiting
-
-
-class _WholeNode:
-    """`ClusterState.takes_whole_node`, asked once per (pool, request): a backlog's patient
-    gangs are hundreds of jobs of a few shapes."""
-
-    def __init__(self, st: ClusterState) -> None:
-        self.st = st
-        self.seen: dict[tuple[str, int], bool] = {}
-
-    def __call__(self, job: Job) -> bool:
-        key = (job.pool, job.g)
-        got = self.seen.get(key)
-        if got is None:
-            got = self.seen[key] = self.st.takes_whole_node(job)
-        return got
 
 
 def still_running(rnd: Round, decision: Decision) -> Round:
