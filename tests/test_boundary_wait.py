@@ -58,8 +58,10 @@ def cluster(lp_window_start: float, hp_submit: float = T - 100.0, workers: int =
                  pending_lp=pending_lp, queued_since={10: hp_submit}, params=Params())
 
 
-def decide(rnd: Round, wait_h: float, exact: bool = False) -> tuple[Decision, GFSPolicy]:
-    pol = (GFSMilpPolicy if exact else GFSPolicy)(quota="none", hp_wait_h=wait_h)
+def decide(rnd: Round, wait_h: float, exact: bool = False,
+           notice_h: float = NOTICE_H) -> tuple[Decision, GFSPolicy]:
+    pol = (GFSMilpPolicy if exact else GFSPolicy)(quota="none", hp_wait_h=wait_h,
+                                                  hp_notice_h=notice_h)
     pol.reset(rnd.state, rnd.params)
     rnd.state.begin()
     try:
@@ -156,15 +158,7 @@ def test_a_gang_on_notice_evicts_once_the_notice_is_over() -> None:
 
 
 def test_without_notice_a_part_gang_evicts_at_once() -> None:
-    rnd = part_gang(lp_window_start=T - 600.0)
-    pol = make_policy("gfs-no-notice", quota="none")
-    pol.reset(rnd.state, rnd.params)
-    rnd.state.begin()
-    try:
-        d = pol.decide(rnd)
-    finally:
-        rnd.state.rollback()
-        rnd.state.commit()
+    d, _pol = decide(part_gang(lp_window_start=T - 600.0), 1.0, notice_h=0.0)
     assert len(d.victims) == 1 and 10 in d.placements
 
 
