@@ -189,7 +189,7 @@ def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTION
                          check_decision(rnd, decision))
 
 
-def hp_wait_s(policy: str) -> tuple[float, float]:
+def hp_patience(policy: str) -> tuple[float, float]:
     """How long the policy's HP gangs wait for LP window boundaries (0: never): whole-node
     gangs, then the others (the notice)."""
     pol = greedy_policy(policy)
@@ -236,7 +236,7 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
     what is left, and a step with nothing left is skipped with a note (the greedy answer stands).
     """
     res = RoundResult(method)
-    wait, notice = hp_wait_s(policy)
+    wait, notice = hp_patience(policy)
 
     def budget(name: str) -> SolverOptions | None:
         if deadline is None:

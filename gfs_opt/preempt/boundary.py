@@ -105,26 +105,29 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
             placer=placer, victims=None)
     left = [j for j in patient if j not in decision.placements]
     due = at_boundary(rnd) if left and rule is not None else {}
-    if due:
-        st = rnd.state
-        whole = [j for j in left if st.takes_whole_node(rnd.jobs[j])]
-        on_notice = [j for j in left if not st.takes_whole_node(rnd.jobs[j])]
-        taken: set[int] = set()
-        # whole-node gangs first (PTS's largest first), then the gangs on notice, beside HP only
-        for gangs, cands in ((whole, due), (on_notice, beside_hp(st, due))):
-            cands = {j: r for j, r in cands.items() if j not in taken}
-            if not gangs or not cands:
-                continue
-            got = Decision()
-            hp_pass(replace(rnd, pending_hp=gangs), got, order=order, placer=placer,
-                    victims=rule, evictable=cands)
-            decision.placements.update(got.placements)
-            decision.requeue.extend(got.victims)
-            taken.update(got.victims)
-        left = [j for j in left if j not in decision.placements]
-        due = {j: r for j, r in due.items() if j not in taken}
-    if left and due:   # a node can be emptied only of jobs at a boundary
-        gather(rnd, decision, left, due)
+    if not due:   # steps 2 and 3 take only jobs at a boundary
+        return
+    st = rnd.state
+    whole: list[int] = []
+    on_notice: list[int] = []
+    for j in left:
+        (whole if st.takes_whole_node(rnd.jobs[j]) else on_notice).append(j)
+    taken: set[int] = set()
+    # whole-node gangs first (PTS's largest first), then the gangs on notice, beside HP only
+    for gangs, cands in ((whole, due), (on_notice, beside_hp(st, due))):
+        cands = {j: r for j, r in cands.items() if j not in taken}
+        if not gangs or not cands:
+            continue
+        got = Decision()
+        hp_pass(replace(rnd, pending_hp=gangs), got, order=order, placer=placer,
+                victims=rule, evictable=cands)
+        decision.placements.update(got.placements)
+        decision.requeue.extend(got.victims)
+        taken.update(got.victims)
+    whole = [j for j in whole if j not in decision.placements]
+    due = {j: r for j, r in due.items() if j not in taken}
+    if whole and due:   # only whole-node gangs gather nodes (a gang on notice has step 2)
+        gather(rnd, decision, whole, due)
 
 
 def beside_hp(st: ClusterState, due: Mapping[int, RunningJob]) -> dict[int, RunningJob]:
@@ -173,8 +176,8 @@ def held_reserves(reserves: Mapping[tuple[str, float], int] | None,
 
 def gather(rnd: Round, decision: Decision, left: list[int],
            due: Mapping[int, RunningJob]) -> None:
-    """Step 3 of the module doc: for each gang still waiting (in order), re-queue the LP jobs of
-    whole LP-only nodes that are all at a boundary now, up to the whole nodes it still lacks
+    """Step 3 of the module doc: for each whole-node gang still waiting (in order), re-queue the
+    LP jobs of whole LP-only nodes that are all at a boundary now, up to the whole nodes it lacks
     beyond the free ones earlier gangs do not count on — when the pool's LP-only whole nodes
     could cover that shortfall at all (else the gang will evict when its wait is over, and
     nodes emptied for it would idle in vain). ``due``: the round's jobs at a boundary
@@ -185,8 +188,6 @@ def gather(rnd: Round, decision: Decision, left: list[int],
     promised: dict[str, int] = {}
     for jid in left:
         job = rnd.jobs[jid]
-        if not st.takes_whole_node(job):
-            continue   # a gang on the notice takes boundary jobs where it fits (step 2) only
         p = st.pool_index[job.pool]
         free = st.whole_free_nodes(p) - promised.get(job.pool, 0)
         need = job.workers - max(free, 0)
