@@ -5,13 +5,16 @@ Every expected value below is worked out by hand in the comments, from the spec'
 
 from __future__ import annotations
 
+from random import Random
 from statistics import NormalDist
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from milp_rounds import contested_rounds
 
+import gfs_opt.preempt.hp_pass as hp_pass_module
 from gfs_opt.model import (
     MILLI,
     ClusterState,
@@ -36,6 +39,7 @@ from gfs_opt.preempt.greedy import (
     preemptive_worker,
     two_pointer,
 )
+from gfs_opt.preempt.hp_pass import greedy_preemption
 from gfs_opt.preempt.scoring import (
     best_gpu_fraction,
     best_node_whole,
@@ -372,3 +376,23 @@ def test_gang_aware_victims_evict_one_lp_gang_instead_of_one_job_per_worker() ->
         assert sorted(victims) == want
         assert len({n for n, _g in placement}) == 2
         assert same_state(st, snap)   # the probe left the state as it was
+
+
+# ---- an evictable subset looks at its own nodes only ---------------------------------------------
+@given(contested_rounds(max_nodes=6, max_pending=3), st.randoms(use_true_random=False),
+       st.sampled_from([PreemptRule(), PreemptRule(gang_aware=True),
+                        PreemptRule("naive", "count", first_candidate_only=True)]))
+def test_an_evictable_subset_is_searched_on_its_own_nodes_alike(
+        rnd: Round, rng: Random, rule: PreemptRule) -> None:
+    """`PreemptContext.nodes` (the nodes of the jobs a pass may evict, e.g. those at a window
+    boundary) skips only nodes that offer nothing: the pass decides as it does searching every
+    node."""
+    lp = sorted(j for j, r in rnd.running.items() if not r.job.is_hp)
+    subset = {j: rnd.running[j] for j in lp if rng.random() < 0.5}
+    restricted = greedy_preemption(rnd, rule, evictable=subset)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(hp_pass_module, "evictable_nodes", lambda _e: None)
+        everywhere = greedy_preemption(rnd, rule, evictable=subset)
+    assert restricted.placements == everywhere.placements
+    assert restricted.victims == everywhere.victims
+    assert set(restricted.victims) <= subset.keys()

@@ -39,6 +39,7 @@ def test_skipping_settled_rounds_changes_nothing(name: str,
     cls = type(_policy(name))
     real = cls.settled
     said: list[bool] = []
+    patient_said: list[bool] = []   # settled rounds with HP gangs waiting for a boundary
     denials: list[int] = []
 
     def counting(self: ComposedPolicy, into: list[dict[str, int]]) -> None:
@@ -53,6 +54,8 @@ def test_skipping_settled_rounds_changes_nothing(name: str,
             del self.count_denials
         said.append(out)
         assert out or not recorded
+        if out and isinstance(self, ComposedPolicy) and self.patient(rnd):
+            patient_said.append(out)
         if out:   # what the skipped call would have answered, and it touches no GPU
             before = dict(rnd.state.alloc)
             counted: list[dict[str, int]] = []
@@ -76,6 +79,8 @@ def test_skipping_settled_rounds_changes_nothing(name: str,
     assert sum(said) > 0, "no round was settled: the case does not exercise the skip"
     if name in ("gfs", "gfs-milp"):   # a backlog the quota holds back settles with refusals
         assert sum(denials) > 0, "no settled round counted a refusal"
+        # … and rounds with gangs waiting for a window boundary settle too
+        assert patient_said, "no round with a patient HP gang was settled"
     monkeypatch.setattr(cls, "settled", real)
     assert _replay(name) == checked
     monkeypatch.setattr(cls, "settled", lambda *_a: False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import ClassVar
 
@@ -30,13 +31,15 @@ from gfs_opt.policies.parts import (
     describe_victims,
 )
 from gfs_opt.preempt.boundary import (
+    PatientMemo,
+    at_boundary,
     boundary_pass,
     held_reserves,
     patient_gangs,
     still_running,
     waiting_workers,
 )
-from gfs_opt.preempt.fit_memo import FitMemo
+from gfs_opt.preempt.fit_memo import FailSizes, FitMemo, lacks_room
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass
 from gfs_opt.preempt.scoring import BEST_FIT, Placer
@@ -183,13 +186,15 @@ class ComposedPolicy(GreedyPolicy):
         self.hp_notice_s = hp_notice_s if victim_rule is not None else 0.0
         self.wakes_at_window_ends = self.waits
         self._held: dict[str, int] = {}   # workers of HP gangs waiting for a boundary, per pool
-        self._patient_memo: tuple[Round, list[int]] | None = None
+        self._patient_memo: tuple[Round, list[int], set[int], frozenset[int]] | None = None
+        self._patient_pools: PatientMemo = {}
         self._patient_queue: tuple[PendingQueue, set[int]] = (PendingQueue(JobClass.HP), set())
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         super().reset(state, params, origin)
         self._held = {}
         self._patient_memo = None
+        self._patient_pools = {}
         self._patient_queue = (PendingQueue(JobClass.HP), set())
 
     def parts(self) -> dict[str, str]:
@@ -222,9 +227,10 @@ class ComposedPolicy(GreedyPolicy):
 
     def settled(self, rnd: Round) -> bool:
         """True when no quota refresh is due and, in every pool the passes would visit, every
-        waiting gang shape is known not to fit (`FitMemo`) and none is refused by the quota: both
-        passes would then skip each pool (a backlog's usual round). A subclass with steps of its
-        own answers False, unless it says otherwise."""
+        waiting gang shape is known not to fit (`FitMemo`; a gang that waits for a window
+        boundary, not to fit without preemption, `patience_settled`) and none is refused by the
+        quota: both passes would then skip each pool (a backlog's usual round). A subclass with
+        steps of its own answers False, unless it says otherwise."""
         cls = type(self)
         plain = _PLAIN_STEPS.get(cls)
         if plain is None:   # asked at every job event: once per class
@@ -234,23 +240,27 @@ class ComposedPolicy(GreedyPolicy):
                 and cls.quotas_for_pass is ComposedPolicy.quotas_for_pass)
         if not plain:
             return False
-        if self.waits_for_boundaries(rnd):
+        patient = self.patience_settled(rnd)
+        if patient is None:
             return False
         hp_memo = (self.fit_memo("hp", preemptive=self.victim_rule is not None)
                    if self.evictable(rnd) is None else None)
-        denied = self.passes_settled(rnd, hp_memo)
+        denied = self.passes_settled(rnd, hp_memo, patient)
         if denied is None:
             return False
         if denied:
             self.count_denials(rnd, denied)
         return True
 
-    def passes_settled(self, rnd: Round, hp_memo: FitMemo | None) -> dict[str, int] | None:
+    def passes_settled(self, rnd: Round, hp_memo: FitMemo | None,
+                       patient: AbstractSet[int] = frozenset()) -> dict[str, int] | None:
         """For the greedy passes of ``rnd`` (the HP one skipping pools by ``hp_memo``; None: it
         never skips): the quota refusals the LP pass would count, per pool, when neither pass
         would start or evict anything, else None. Every pool an LP pass would walk is known to
         start nothing: its shapes are known not to fit and none is refused, or the pass is told
-        from an earlier one (`lp_pool_repeat`: a backlog the quota holds back)."""
+        from an earlier one (`lp_pool_repeat`: a backlog the quota holds back). ``patient``:
+        gangs that wait for a window boundary (`patience_settled`); a shape of theirs alone
+        need only lack the room to start without preemption."""
         if rnd.dirty_pools is None:
             return None
         settled, quotas = self.admission.settled_quotas(rnd)
@@ -265,8 +275,11 @@ class ComposedPolicy(GreedyPolicy):
         repeats = not self.order.head_of_line   # an LP pass may be told from an earlier one
         for pool in rnd.dirty_pools:
             if hp_q.shapes(pool):
-                known = hp_memo.known(rnd, pool, nothing) if hp_memo is not None else None
-                if known is None or not known.covers_queue(hp_q, pool):
+                if hp_memo is None:
+                    return None
+                known = hp_memo.known(rnd, pool, nothing)
+                if not ((known is not None and known.covers_queue(hp_q, pool))
+                        or (patient and patient_shapes_fail(rnd, hp_q, pool, known, patient))):
                     return None
             p = st.pool_index.get(pool)
             if lp_q.shapes(pool) and p is not None:
@@ -282,11 +295,25 @@ class ComposedPolicy(GreedyPolicy):
                     return None
         return denied
 
-    def waits_for_boundaries(self, rnd: Round) -> bool:
-        """Whether an HP gang waits for a window boundary this round, or the reserve was held
-        for one last pass: the memos do not know such gangs, so `settled` must not answer from
-        them (the round runs in full)."""
-        return self.waits and bool(self._held or self.patient(rnd))
+    def patience_settled(self, rnd: Round) -> AbstractSet[int] | None:
+        """The round's patient gangs (`patient`) when their steps would change nothing, given
+        that none of them can start on free GPUs (`passes_settled` checks that): no LP job of
+        their pools is at a window boundary now (steps 2–3 take only such jobs), and they hold
+        the nodes the last LP pass held for them (step 4; the LP memo learnt under those
+        reserves). None when their steps might act, or a held reserve ends with this round."""
+        if not self.waits:
+            return frozenset()
+        _rnd, patient, whole, members = self._patient_of(rnd)
+        if not patient and not self._held:
+            return frozenset()
+        if patient and self.victim_rule is not None and rnd.window_restarts != ():
+            jobs = rnd.jobs
+            pools = {jobs[j].pool for j in patient}
+            if any(r.job.pool in pools for r in at_boundary(rnd).values()):
+                return None
+        if waiting_workers(rnd, patient, whole) != self._held:
+            return None
+        return members
 
     @property
     def waits(self) -> bool:
@@ -299,22 +326,36 @@ class ComposedPolicy(GreedyPolicy):
         and filtered by what the pass has placed since."""
         if not self.waits:
             return []
+        alloc = rnd.state.alloc
+        return [j for j in self._patient_of(rnd)[1] if j not in alloc]
+
+    def _patient_of(self, rnd: Round) -> tuple[Round, list[int], set[int], frozenset[int]]:
+        """The round's patient gangs as first asked (before its passes place any), those of
+        them that take whole nodes, and all as a set (once a round)."""
         memo = self._patient_memo
         if memo is None or memo[0] is not rnd:
-            memo = self._patient_memo = (rnd, patient_gangs(rnd, self.hp_wait_s,
-                                                            self.hp_notice_s))
-        alloc = rnd.state.alloc
-        return [j for j in memo[1] if j not in alloc]
+            whole: list[int] = []
+            gangs = patient_gangs(rnd, self.hp_wait_s, self.hp_notice_s, whole,
+                                  self._patient_pools)
+            memo = self._patient_memo = (rnd, gangs, set(whole), frozenset(gangs))
+        return memo
 
-    def boundary_step(self, rnd: Round, decision: Decision,
-                      placer: Placer | None = None) -> list[int]:
+    def held_workers(self, rnd: Round, patient: list[int]) -> dict[str, int]:
+        """`waiting_workers` of ``patient`` (the round's patient gangs not yet placed)."""
+        return waiting_workers(rnd, patient, self._patient_of(rnd)[2])
+
+    def boundary_step(self, rnd: Round, decision: Decision, placer: Placer | None = None,
+                      tried: bool = False) -> list[int]:
         """Steps 1–3 of `gfs_opt.preempt.boundary` for the round's patient gangs (those that
-        wait for window boundaries); returns them (none when the policy does not wait)."""
+        wait for window boundaries); returns them (none when the policy does not wait).
+        ``tried``: as `boundary_pass`'s (step 1 is then skipped)."""
         patient = self.patient(rnd)
         if patient:
             boundary_pass(rnd, decision, patient, order=self.order,
                           placer=self.placer(rnd) if placer is None else placer,
-                          rule=self.victim_rule, queue=self.patient_queue(rnd, patient))
+                          rule=self.victim_rule,
+                          queue=None if tried else self.patient_queue(rnd, patient),
+                          tried=tried)
         return patient
 
     def patient_queue(self, rnd: Round, patient: list[int]) -> PendingQueue:
@@ -358,9 +399,27 @@ class ComposedPolicy(GreedyPolicy):
         placer = self.placer(rnd)
         reserves = (decision.reserves if decision.reserves is not None else rnd.reserves) or None
         if self.waits:
-            self._held = waiting_workers(rnd, self.patient(rnd))
+            self._held = self.held_workers(rnd, self.patient(rnd))
             reserves = held_reserves(reserves, self._held, rnd.params.guarantee_classes)
         if reserves != getattr(self, "_lp_reserves", None):
             self._lp_reserves = None if reserves is None else dict(reserves)
             getattr(self, "_fit_memos", {}).pop("lp", None)
         return placer if reserves is None else replace(placer, reserves=reserves)
+
+
+def patient_shapes_fail(rnd: Round, queue: PendingQueue, pool: str, known: FailSizes | None,
+                        patient: AbstractSet[int]) -> bool:
+    """Every gang shape waiting in ``pool`` fails this round's HP step: it is known to fail
+    (``known``), or all its gangs are ``patient`` — the boundary step tries them on free GPUs
+    only — and they lack the room to start there (`lacks_room`: a necessary condition of every
+    placement)."""
+    st = rnd.state
+    for (g, w, _d), entries in queue.shapes(pool).items():
+        if known is not None and known.dominated(g, w):
+            continue
+        # a shape's gangs are listed by queue time and the patient ones are its newest: all
+        # are patient when the oldest is
+        if entries[0][1] in patient and lacks_room(st, pool, g, w, preemptive=False):
+            continue
+        return False
+    return True

@@ -200,15 +200,16 @@ class GFSMilpPolicy(GFSPolicy):
         return out
 
     def settled(self, rnd: Round) -> bool:
-        """The greedy passes are settled and no waiting HP gang could start by evicting LP work:
-        no MILP would be built (`hp_step`)."""
-        if self.waits_for_boundaries(rnd):
+        """The greedy passes are settled and no waiting HP gang, but those waiting for a window
+        boundary, could start by evicting LP work: no MILP would be built (`hp_step`)."""
+        patient = self.patience_settled(rnd)
+        if patient is None:
             return False
-        denied = self.passes_settled(rnd, self.fit_memo("hp", preemptive=False))
+        denied = self.passes_settled(rnd, self.fit_memo("hp", preemptive=False), patient)
         if denied is None:
             return False
         pools = self.contested_pools(rnd)
-        if pools and self._waiting(rnd, pools):
+        if pools and any(j not in patient for j in self._waiting(rnd, pools)):
             return False
         if denied:
             self.count_denials(rnd, denied)
@@ -220,9 +221,9 @@ class GFSMilpPolicy(GFSPolicy):
         placer = self.placer(rnd)
         hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=None,
                 memo=self.fit_memo("hp", preemptive=False))
-        # those the pass above left waiting; the boundary step is greedy: it re-queues, it
-        # breaks no window
-        patient = self.boundary_step(rnd, decision, placer)
+        # those the pass above left waiting (it tried them all on free GPUs); the boundary step
+        # is greedy: it re-queues, it breaks no window
+        patient = self.boundary_step(rnd, decision, placer, tried=True)
         if patient:
             rnd = still_running(rnd, decision)
         pools = self.contested_pools(rnd)

@@ -35,8 +35,10 @@ gang is retried at its pool's next event).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -47,35 +49,92 @@ from gfs_opt.preempt.hp_pass import hp_pass, pools_to_run
 from gfs_opt.preempt.scoring import Placer
 
 
-def patient_gangs(rnd: Round, patience_s: float, notice_s: float = 0.0) -> list[int]:
+@dataclass(slots=True)
+class PoolPatience:
+    """What `patient_gangs` read of one pool: the queue and its `PendingQueue.edits` count then,
+    the gangs then patient as (id, queue time, patience, takes whole nodes), the first time one
+    of them stops being patient (``until``), and their ids before that, all and whole-node."""
+
+    queue: PendingQueue
+    edits: int
+    cands: list[tuple[int, float, float, bool]]
+    until: float = -math.inf
+    ids: list[int] = field(default_factory=list)
+    whole: list[int] = field(default_factory=list)
+
+    def age(self, t: float) -> None:
+        """Drop the gangs that have waited their patience by ``t`` (time only moves on)."""
+        self.cands = [c for c in self.cands if t - c[1] < c[2]]
+        self.until = min((c[1] + c[2] for c in self.cands), default=math.inf)
+        self.ids = [c[0] for c in self.cands]
+        self.whole = [c[0] for c in self.cands if c[3]]
+
+
+#: `patient_gangs`' memo, per pool
+PatientMemo = dict[str, PoolPatience]
+
+
+def patient_gangs(rnd: Round, patience_s: float, notice_s: float = 0.0,
+                  whole: list[int] | None = None, memo: PatientMemo | None = None) -> list[int]:
     """The round's pending HP gangs that have waited less than their patience since their last
     (re)queue — ``patience_s`` for gangs that take whole nodes, ``notice_s`` for the others — in
-    the pools a pass would visit (in each shape's submit order).
+    the pools a pass would visit (in each shape's submit order). ``whole``: where given, the
+    ones that take whole nodes are appended to it as well.
 
     A shape's jobs are listed in submit order, and an HP job is queued once, when it arrives
     (it is never evicted), so their queue times rise along the list too: the patient ones are
     its tail, read newest first up to the first that has waited its patience (a backlog of
-    thousands is not walked at every event)."""
+    thousands is not walked at every event), and a shape whose newest job has waited the longer
+    patience has none. ``memo`` (kept by the caller from round to round of one replay, whose
+    time only moves on): while no gang came or went in a pool, its patient gangs are those of
+    the last reading that are still patient, so a backlogged pool's shapes are read once per
+    queue change, and its gangs once per change or expiry."""
     if patience_s <= 0 and notice_s <= 0:
         return []
-    st = rnd.state
+    alloc = rnd.state.alloc
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP, rnd.queued_since)
-    since = rnd.queued_since
     t = rnd.time
     out: list[int] = []
     for pool in pools_to_run(rnd, queue):
-        for entries in queue.shapes(pool).values():
-            # a shape's jobs share pool and request: its first answers for all
-            wait = patience_s if st.takes_whole_node(rnd.jobs[entries[0][1]]) else notice_s
-            if wait <= 0:
-                continue
-            tail: list[int] = []
-            for submit, jid in reversed(entries):
-                if t - since.get(jid, submit) >= wait:
-                    break
-                if jid not in st.alloc:
-                    tail.append(jid)
-            out.extend(reversed(tail))
+        edits = queue.edits(pool)
+        kept = memo.get(pool) if memo is not None else None
+        if kept is None or kept.queue is not queue or kept.edits != edits:
+            kept = PoolPatience(queue, edits, _patient_in(rnd, queue, pool, patience_s, notice_s))
+            if memo is not None:
+                memo[pool] = kept
+        if t >= kept.until:
+            kept.age(t)
+        out.extend(j for j in kept.ids if j not in alloc)
+        if whole is not None:
+            whole.extend(j for j in kept.whole if j not in alloc)
+    return out
+
+
+def _patient_in(rnd: Round, queue: PendingQueue, pool: str, patience_s: float,
+                notice_s: float) -> list[tuple[int, float, float, bool]]:
+    """`patient_gangs` of one pool, each as (id, queue time, patience, takes whole nodes)."""
+    st = rnd.state
+    since = rnd.queued_since
+    t = rnd.time
+    longest = max(patience_s, notice_s)
+    out: list[tuple[int, float, float, bool]] = []
+    for entries in queue.shapes(pool).values():
+        submit, jid = entries[-1]
+        if t - since.get(jid, submit) >= longest:
+            continue
+        # a shape's jobs share pool and request: its newest answers for all
+        takes_whole = st.takes_whole_node(rnd.jobs[jid])
+        wait = patience_s if takes_whole else notice_s
+        if wait <= 0:
+            continue
+        tail: list[tuple[int, float, float, bool]] = []
+        for submit, jid in reversed(entries):
+            q = since.get(jid, submit)
+            if t - q >= wait:
+                break
+            tail.append((jid, q, wait, takes_whole))
+        tail.reverse()
+        out.extend(tail)
     return out
 
 
@@ -97,12 +156,15 @@ def at_boundary(rnd: Round) -> dict[int, RunningJob]:
 
 def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: QueueOrder,
                   placer: Placer, rule: PreemptRule | None,
-                  queue: PendingQueue | None = None) -> None:
+                  queue: PendingQueue | None = None, tried: bool = False) -> None:
     """Steps 1–3 of the module doc for the ``patient`` gangs (placements into ``decision``,
     LP jobs taken at their boundary into ``decision.requeue``). ``queue``: the same gangs as a
-    `PendingQueue`, when the caller keeps one (else it is built here)."""
-    hp_pass(replace(rnd, pending_hp=patient if queue is None else queue), decision, order=order,
-            placer=placer, victims=None)
+    `PendingQueue`, when the caller keeps one (else it is built here). ``tried``: the caller's
+    pass of this round has tried them on free GPUs already and released none since, so step 1
+    would start none (a gang fits exactly when its slots are free, and they only grew fewer)."""
+    if not tried:
+        hp_pass(replace(rnd, pending_hp=patient if queue is None else queue), decision,
+                order=order, placer=placer, victims=None)
     left = [j for j in patient if j not in decision.placements]
     due = at_boundary(rnd) if left and rule is not None else {}
     if not due:   # steps 2 and 3 take only jobs at a boundary
@@ -138,16 +200,19 @@ def beside_hp(st: ClusterState, due: Mapping[int, RunningJob]) -> dict[int, Runn
     return {j: r for j, r in due.items() if all(hp[n] > 0 for n, _g in r.placement)}
 
 
-def waiting_workers(rnd: Round, gangs: Iterable[int]) -> dict[str, int]:
+def waiting_workers(rnd: Round, gangs: Iterable[int],
+                    whole: AbstractSet[int] | None = None) -> dict[str, int]:
     """Step 4's reserve: the workers of ``gangs`` that take whole nodes, per pool — the patient
     gangs still unplaced on the round's state, read from the round alone (after its HP step,
     the gangs the boundary pass left), so a standalone round's LP pass holds the same nodes as
-    the simulator's."""
+    the simulator's. ``whole``: the gangs known to take whole nodes (`patient_gangs`' list),
+    where the caller has it."""
     waiting: dict[str, int] = {}
     st = rnd.state
+    jobs = rnd.jobs
     for j in gangs:
-        job = rnd.jobs[j]
-        if st.takes_whole_node(job):
+        if j in whole if whole is not None else st.takes_whole_node(jobs[j]):
+            job = jobs[j]
             waiting[job.pool] = waiting.get(job.pool, 0) + job.workers
     return waiting
 

@@ -8,6 +8,7 @@ victim pass and the eviction-history node cost; the baselines plug in their own 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -46,6 +47,10 @@ class PreemptContext:
     capacity_gpus: float
     horizon_s: float             # T of the node cost: evaluation window length
     restart_overhead: Callable[[Job], float]
+    #: where ``running`` is a few LP jobs (those at a window boundary): the nodes they run on.
+    #: A worker is only tried preemptively where no free spot holds it, so a node without one
+    #: of them offers nothing, and only these nodes are looked at (None: every node)
+    nodes: AbstractSet[int] | None = None
     # c_j is fixed within one pass (t and checkpoints do not move); victim rules ask for it
     # on every candidate node, so it is computed once per job
     _costs: dict[int, float] = field(default_factory=dict, repr=False)
@@ -242,8 +247,11 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule,
         if not ok.any():
             return None
         least = hp_room[ok].min()
-        cands = a + np.flatnonzero(ok & (hp_room == least))
-        for gi in cands.tolist():
+        cands = (a + np.flatnonzero(ok & (hp_room == least))).tolist()
+        if ctx.nodes is not None:
+            gpu_node = st.gpu_node
+            cands = [gi for gi in cands if gpu_node.item(gi) in ctx.nodes]
+        for gi in cands:
             ch = _cached(cache, int(st.gpu_node[gi]), (job.g, gi),
                          partial(choose_on_gpu, ctx, gi, job.g, order, cost))
             if ch is not None and (best is None or ch.cost < best.cost):
@@ -258,14 +266,31 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule,
     least = next((f for f in range(k, len(hist)) if hist[f]), 0)
     if not least:
         return None
-    nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
-    for n in (lo + np.flatnonzero(nonhp == least)).tolist():
+    for n in _nodes_with(ctx, lo, hi, least, exact=True):
         ch = _cached(cache, n, (-k, n), partial(choose_on_node, ctx, n, k, order, cost))
         if ch is not None and (best is None or ch.cost < best.cost):
             best = ch
             if rule.first_candidate_only:
                 break
     return best
+
+
+def _nodes_with(ctx: PreemptContext, lo: int, hi: int, k: int, exact: bool) -> list[int]:
+    """Nodes of ``lo:hi`` (ascending) with exactly (else at least) ``k`` GPUs without HP,
+    among ``ctx.nodes`` where it names some."""
+    st = ctx.state
+    if ctx.nodes is not None:
+        node_gpus, node_hp = st.node_gpus, st.node_hp_gpus
+        out = []
+        for n in ctx.nodes:
+            if lo <= n < hi:
+                free = node_gpus.item(n) - node_hp.item(n)
+                if free == k if exact else free >= k:
+                    out.append(n)
+        out.sort()
+        return out
+    nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
+    return (lo + np.flatnonzero(nonhp == k if exact else nonhp >= k)).tolist()
 
 
 def _cached(cache: ChoiceCache | None, node: int, key: tuple[int, int],
@@ -348,10 +373,9 @@ def _gang_worker(ctx: PreemptContext, job: Job, rule: PreemptRule, cache: Choice
     k = gpus_per_worker(job.g)
     pool = st.pool_index[job.pool]
     lo, hi = st.pool_slice(pool)
-    nonhp = st.node_gpus[lo:hi] - st.node_hp_gpus[lo:hi]
     best: VictimChoice | None = None
     best_key = (float("inf"), 0)
-    for n in (lo + np.flatnonzero(nonhp >= k)).tolist():
+    for n in _nodes_with(ctx, lo, hi, k, exact=False):
         ch = _cached(cache, n, (-k, n), partial(choose_on_node, ctx, n, k, order, cost))
         if ch is None:
             continue

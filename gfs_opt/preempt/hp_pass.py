@@ -112,7 +112,9 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                         if ctx is None or ctx.running is not running:
                             ctx = PreemptContext(st, running, rnd.time, rnd.pool_status(pool),
                                                  st.capacity_gpus(pool), rnd.params.eval_length,
-                                                 rnd.params.restart_overhead)
+                                                 rnd.params.restart_overhead,
+                                                 None if evictable is None
+                                                 else evictable_nodes(evictable))
                         # best fit's free spot was tried above (or the pool lacks the milli)
                         res = place_gang_preemptive(ctx, job, victims, e_score, use_history, cache,
                                                     free_tried=placer.worker_fn is None)
@@ -144,6 +146,11 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                 break
         if memo is not None:
             memo.keep(rnd, pool, known, fails)
+
+
+def evictable_nodes(evictable: Mapping[int, RunningJob]) -> set[int]:
+    """The nodes the jobs of ``evictable`` run on (`PreemptContext.nodes`)."""
+    return {n for r in evictable.values() for n, _g in r.placement}
 
 
 def _either_skips(a: FailSizes, b: FailSizes, shape: tuple[int, int, float]) -> bool:
