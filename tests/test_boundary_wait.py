@@ -339,3 +339,34 @@ def test_simulation_a_gang_on_notice_starts_at_a_boundary_within_the_notice(poli
         assert by_id.loc[2, "windows_failed"] == 0 and by_id.loc[2, "requeues"] == 1
     else:
         assert by_id.loc[3, "jqt"] == 0.0 and by_id.loc[2, "windows_failed"] == 1
+
+
+def test_the_patience_memo_reads_every_round_as_a_fresh_reading() -> None:
+    """`patience` with the memo a policy keeps (read once per queue change, aged as time moves
+    on) gives every round of a replay the gangs, whole-node gangs and held workers that reading
+    the round afresh gives."""
+    from standins import TOY_SETUP
+
+    from gfs_opt.experiments.runner import RunSpec, prepare_trace
+    from gfs_opt.policies import options_for
+    from gfs_opt.preempt.boundary import patience
+
+    trace, lo, hi = prepare_trace(RunSpec.from_setup(TOY_SETUP, policy="gfs"))
+    sim = Simulator(trace, make_policy("gfs", **options_for("gfs", {"forecaster": "ets"})),
+                    Params(), SimConfig(eval_start=lo, eval_end=hi))
+    memo: dict = {}
+    wait, notice = 3600.0, NOTICE_H * 3600.0
+    seen = [0, 0]
+
+    def check(rnd: Round) -> bool:
+        kept, fresh = patience(rnd, wait, notice, memo), patience(rnd, wait, notice)
+        assert kept.gangs == fresh.gangs == patient_gangs(rnd, wait, notice)
+        assert set(kept.whole) == set(fresh.whole) and set(kept.members) == set(fresh.gangs)
+        assert kept.held == fresh.held
+        seen[0] += bool(fresh.gangs)
+        seen[1] += bool(fresh.held)
+        return False
+
+    sim.on_round = check
+    sim.run()
+    assert seen[0] > 0 and seen[1] > 0, "no round had patient gangs to compare"

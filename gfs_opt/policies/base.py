@@ -31,11 +31,12 @@ from gfs_opt.policies.parts import (
     describe_victims,
 )
 from gfs_opt.preempt.boundary import (
+    Patience,
     PatientMemo,
     at_boundary,
     boundary_pass,
     held_reserves,
-    patient_gangs,
+    patience,
     still_running,
     waiting_workers,
 )
@@ -186,7 +187,7 @@ class ComposedPolicy(GreedyPolicy):
         self.hp_notice_s = hp_notice_s if victim_rule is not None else 0.0
         self.wakes_at_window_ends = self.waits
         self._held: dict[str, int] = {}   # workers of HP gangs waiting for a boundary, per pool
-        self._patient_memo: tuple[Round, list[int], set[int], frozenset[int]] | None = None
+        self._patient_memo: tuple[Round, Patience] | None = None
         self._patient_pools: PatientMemo = {}
         self._patient_queue: tuple[PendingQueue, set[int]] = (PendingQueue(JobClass.HP), set())
 
@@ -303,17 +304,17 @@ class ComposedPolicy(GreedyPolicy):
         reserves). None when their steps might act, or a held reserve ends with this round."""
         if not self.waits:
             return frozenset()
-        _rnd, patient, whole, members = self._patient_of(rnd)
-        if not patient and not self._held:
+        found = self._patient_of(rnd)
+        if not found.gangs and not self._held:
             return frozenset()
-        if patient and self.victim_rule is not None and rnd.window_restarts != ():
+        if found.gangs and self.victim_rule is not None and rnd.window_restarts != ():
             jobs = rnd.jobs
-            pools = {jobs[j].pool for j in patient}
+            pools = {jobs[j].pool for j in found.gangs}
             if any(r.job.pool in pools for r in at_boundary(rnd).values()):
                 return None
-        if waiting_workers(rnd, patient, whole) != self._held:
+        if found.held != self._held:
             return None
-        return members
+        return found.members
 
     @property
     def waits(self) -> bool:
@@ -327,22 +328,22 @@ class ComposedPolicy(GreedyPolicy):
         if not self.waits:
             return []
         alloc = rnd.state.alloc
-        return [j for j in self._patient_of(rnd)[1] if j not in alloc]
+        return [j for j in self._patient_of(rnd).gangs if j not in alloc]
 
-    def _patient_of(self, rnd: Round) -> tuple[Round, list[int], set[int], frozenset[int]]:
-        """The round's patient gangs as first asked (before its passes place any), those of
-        them that take whole nodes, and all as a set (once a round)."""
+    def _patient_of(self, rnd: Round) -> Patience:
+        """`patience` of the round as first asked (once a round)."""
         memo = self._patient_memo
         if memo is None or memo[0] is not rnd:
-            whole: list[int] = []
-            gangs = patient_gangs(rnd, self.hp_wait_s, self.hp_notice_s, whole,
-                                  self._patient_pools)
-            memo = self._patient_memo = (rnd, gangs, set(whole), frozenset(gangs))
-        return memo
+            memo = self._patient_memo = (rnd, patience(rnd, self.hp_wait_s, self.hp_notice_s,
+                                                       self._patient_pools))
+        return memo[1]
 
     def held_workers(self, rnd: Round, patient: list[int]) -> dict[str, int]:
         """`waiting_workers` of ``patient`` (the round's patient gangs not yet placed)."""
-        return waiting_workers(rnd, patient, self._patient_of(rnd)[2])
+        found = self._patient_of(rnd)
+        if len(patient) == len(found.gangs):   # none placed since
+            return dict(found.held)
+        return waiting_workers(rnd, patient, found.whole)
 
     def boundary_step(self, rnd: Round, decision: Decision, placer: Placer | None = None,
                       tried: bool = False) -> list[int]:

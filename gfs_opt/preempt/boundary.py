@@ -51,35 +51,56 @@ from gfs_opt.preempt.scoring import Placer
 
 @dataclass(slots=True)
 class PoolPatience:
-    """What `patient_gangs` read of one pool: the queue and its `PendingQueue.edits` count then,
-    the gangs then patient as (id, queue time, patience, takes whole nodes), the first time one
-    of them stops being patient (``until``), and their ids before that, all and whole-node."""
+    """What `patience` read of one pool: the queue and its `PendingQueue.edits` count then, the
+    gangs then patient as (id, queue time, patience, workers if they take whole nodes else 0),
+    the first time one of them stops being patient (``until``), and until then `Patience`'s
+    fields for the pool."""
 
     queue: PendingQueue
     edits: int
-    cands: list[tuple[int, float, float, bool]]
+    cands: list[tuple[int, float, float, int]]
     until: float = -math.inf
     ids: list[int] = field(default_factory=list)
-    whole: list[int] = field(default_factory=list)
+    whole: frozenset[int] = frozenset()
+    members: frozenset[int] = frozenset()
+    held: int = 0
 
     def age(self, t: float) -> None:
         """Drop the gangs that have waited their patience by ``t`` (time only moves on)."""
         self.cands = [c for c in self.cands if t - c[1] < c[2]]
         self.until = min((c[1] + c[2] for c in self.cands), default=math.inf)
         self.ids = [c[0] for c in self.cands]
-        self.whole = [c[0] for c in self.cands if c[3]]
+        self.whole = frozenset(c[0] for c in self.cands if c[3])
+        self.members = frozenset(self.ids)
+        self.held = sum(c[3] for c in self.cands)
 
 
-#: `patient_gangs`' memo, per pool
+#: `patience`'s memo, per pool
 PatientMemo = dict[str, PoolPatience]
 
 
-def patient_gangs(rnd: Round, patience_s: float, notice_s: float = 0.0,
-                  whole: list[int] | None = None, memo: PatientMemo | None = None) -> list[int]:
+@dataclass(frozen=True, slots=True)
+class Patience:
+    """A round's patient gangs (`patience`): in order, those that take whole nodes, all as a
+    set, and the workers of the whole-node ones per pool (step 4's reserve,
+    `waiting_workers`)."""
+
+    gangs: list[int]
+    whole: AbstractSet[int]
+    members: AbstractSet[int]
+    held: dict[str, int]
+
+
+def patient_gangs(rnd: Round, patience_s: float, notice_s: float = 0.0) -> list[int]:
     """The round's pending HP gangs that have waited less than their patience since their last
     (re)queue — ``patience_s`` for gangs that take whole nodes, ``notice_s`` for the others — in
-    the pools a pass would visit (in each shape's submit order). ``whole``: where given, the
-    ones that take whole nodes are appended to it as well.
+    the pools a pass would visit (in each shape's submit order); `patience` says more."""
+    return patience(rnd, patience_s, notice_s).gangs
+
+
+def patience(rnd: Round, patience_s: float, notice_s: float = 0.0,
+             memo: PatientMemo | None = None) -> Patience:
+    """`patient_gangs`, with what a policy asks of them.
 
     A shape's jobs are listed in submit order, and an HP job is queued once, when it arrives
     (it is never evicted), so their queue times rise along the list too: the patient ones are
@@ -90,11 +111,11 @@ def patient_gangs(rnd: Round, patience_s: float, notice_s: float = 0.0,
     the last reading that are still patient, so a backlogged pool's shapes are read once per
     queue change, and its gangs once per change or expiry."""
     if patience_s <= 0 and notice_s <= 0:
-        return []
+        return _NO_PATIENCE
     alloc = rnd.state.alloc
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP, rnd.queued_since)
     t = rnd.time
-    out: list[int] = []
+    kept_pools: list[tuple[str, PoolPatience]] = []
     for pool in pools_to_run(rnd, queue):
         edits = queue.edits(pool)
         kept = memo.get(pool) if memo is not None else None
@@ -104,35 +125,48 @@ def patient_gangs(rnd: Round, patience_s: float, notice_s: float = 0.0,
                 memo[pool] = kept
         if t >= kept.until:
             kept.age(t)
-        out.extend(j for j in kept.ids if j not in alloc)
-        if whole is not None:
-            whole.extend(j for j in kept.whole if j not in alloc)
-    return out
+        if kept.ids:
+            kept_pools.append((pool, kept))
+    if not kept_pools:
+        return _NO_PATIENCE
+    if len(kept_pools) == 1:   # a job event's round: one pool, whose gangs wait unplaced
+        pool, kept = kept_pools[0]
+        if alloc.keys().isdisjoint(kept.members):
+            return Patience(kept.ids, kept.whole, kept.members,
+                            {pool: kept.held} if kept.held else {})
+    gangs = [j for _pool, kept in kept_pools for j in kept.ids if j not in alloc]
+    whole = frozenset(j for _pool, kept in kept_pools for j in kept.whole if j not in alloc)
+    return Patience(gangs, whole, frozenset(gangs), waiting_workers(rnd, gangs, whole))
+
+
+_NO_PATIENCE = Patience([], frozenset(), frozenset(), {})
 
 
 def _patient_in(rnd: Round, queue: PendingQueue, pool: str, patience_s: float,
-                notice_s: float) -> list[tuple[int, float, float, bool]]:
-    """`patient_gangs` of one pool, each as (id, queue time, patience, takes whole nodes)."""
+                notice_s: float) -> list[tuple[int, float, float, int]]:
+    """`patient_gangs` of one pool, each as `PoolPatience.cands` lists them."""
     st = rnd.state
     since = rnd.queued_since
     t = rnd.time
     longest = max(patience_s, notice_s)
-    out: list[tuple[int, float, float, bool]] = []
+    out: list[tuple[int, float, float, int]] = []
     for entries in queue.shapes(pool).values():
         submit, jid = entries[-1]
         if t - since.get(jid, submit) >= longest:
             continue
         # a shape's jobs share pool and request: its newest answers for all
-        takes_whole = st.takes_whole_node(rnd.jobs[jid])
+        job = rnd.jobs[jid]
+        takes_whole = st.takes_whole_node(job)
         wait = patience_s if takes_whole else notice_s
         if wait <= 0:
             continue
-        tail: list[tuple[int, float, float, bool]] = []
+        workers = job.workers if takes_whole else 0
+        tail: list[tuple[int, float, float, int]] = []
         for submit, jid in reversed(entries):
             q = since.get(jid, submit)
             if t - q >= wait:
                 break
-            tail.append((jid, q, wait, takes_whole))
+            tail.append((jid, q, wait, workers))
         tail.reverse()
         out.extend(tail)
     return out
