@@ -76,6 +76,7 @@ class SpotQuota:
         self.params = params
         self.quotas: Quotas | None = None
         self._rule: tuple[object, tuple, Quotas] | None = None   # the rule's last inputs, answer
+        self._reserve: tuple[object, tuple, Quotas] | None = None   # the same for the reserves
         self.lifted = False
         self.last_eta_update = -float("inf")
         self.diag = {p: QuotaDiagnostics() for p in state.pools}
@@ -162,9 +163,19 @@ class SpotQuota:
             self.quotas = rule_quotas(rnd, eta, forecasts=forecasts, history=history)
             self._rule = (forecasts, asked, dict(self.quotas))
         if self.whole_provider is not None:
-            decision.reserves = pool_reserves(
-                rnd.state, self.whole_provider.pool_forecasts(rnd.time), rnd.pools, eta,
-                rnd.params.rho, rnd.params.guarantee_classes)
+            whole = self.whole_provider.pool_forecasts(rnd.time)
+            # the reserves read the hour's whole-node forecasts, η and the nodes whole-node HP
+            # workers hold: most refreshes of an hour ask them the same question
+            pools = rnd.pools
+            held = tuple((p, eta.get(p, 1.0), pools[p].hp_whole_gpus if p in pools else 0.0)
+                         for p in whole)
+            kept = self._reserve
+            if kept is not None and kept[0] is whole and kept[1] == held:
+                decision.reserves = dict(kept[2])
+            else:
+                decision.reserves = pool_reserves(rnd.state, whole, pools, eta, rnd.params.rho,
+                                                  rnd.params.guarantee_classes)
+                self._reserve = (whole, held, dict(decision.reserves))
         if self._in_window(rnd.time):
             self._note(rnd, eta, forecasts)
         decision.eta = eta
