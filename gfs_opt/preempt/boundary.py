@@ -95,7 +95,8 @@ def patient_gangs(rnd: Round, patience_s: float, notice_s: float = 0.0) -> list[
     """The round's pending HP gangs that have waited less than their patience since their last
     (re)queue — ``patience_s`` for gangs that take whole nodes, ``notice_s`` for the others — in
     the pools a pass would visit (in each shape's submit order); `patience` says more."""
-    return patience(rnd, patience_s, notice_s).gangs
+    # a list of the caller's own: `patience` may hand out a memo's list, or a shared empty one
+    return list(patience(rnd, patience_s, notice_s).gangs)
 
 
 def patience(rnd: Round, patience_s: float, notice_s: float = 0.0,

@@ -167,15 +167,15 @@ class SpotQuota:
             # the reserves read the hour's whole-node forecasts, η and the nodes whole-node HP
             # workers hold: most refreshes of an hour ask them the same question
             pools = rnd.pools
-            held = tuple((p, eta.get(p, 1.0), pools[p].hp_whole_gpus if p in pools else 0.0)
-                         for p in whole)
+            asked_reserve = tuple(
+                (p, eta.get(p, 1.0), pools[p].hp_whole_gpus if p in pools else 0.0) for p in whole)
             kept = self._reserve
-            if kept is not None and kept[0] is whole and kept[1] == held:
+            if kept is not None and kept[0] is whole and kept[1] == asked_reserve:
                 decision.reserves = dict(kept[2])
             else:
                 decision.reserves = pool_reserves(rnd.state, whole, pools, eta, rnd.params.rho,
                                                   rnd.params.guarantee_classes)
-                self._reserve = (whole, held, dict(decision.reserves))
+                self._reserve = (whole, asked_reserve, dict(decision.reserves))
         if self._in_window(rnd.time):
             self._note(rnd, eta, forecasts)
         decision.eta = eta
