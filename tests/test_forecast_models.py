@@ -20,6 +20,7 @@ from gfs_opt.forecast.base import MAX_LEAD, Forecaster, qcol
 from gfs_opt.forecast.baselines import PreviousWeekPeak, SeasonalNaive
 from gfs_opt.forecast.calibration import lead_spreads
 from gfs_opt.forecast.ets import SeasonalETS
+from gfs_opt.forecast.prophet_fit import _YEAR_GRIDS as year_grids
 from gfs_opt.forecast.prophet_model import ProphetForecaster
 
 T0 = pd.Timestamp("2024-03-01")
@@ -224,13 +225,14 @@ def test_prophet_shared_fit_is_bit_identical_to_plain_prophet() -> None:
     day1 = hist[hist["ds"] < T0 + pd.Timedelta(days=9)]
     models = [ProphetForecaster(shared_fit=shared, solver="stan", calibration_days=1)
               for shared in (False, True)]
+    year_grids.clear()
     preds = []
     for m in models:
         m.fit(day1)
         first = m.predict(6)
         preds.append((first, m.fit(hist).predict(6)))
     plain, shared = models
-    assert shared._shared.year_grids and not plain._shared.year_grids   # the shared path ran
+    assert year_grids and not plain._shared.year_grids   # the shared path ran
     for key in plain.states_:
         for name, value in plain.states_[key].model.params.items():
             np.testing.assert_array_equal(shared.states_[key].model.params[name], value)
@@ -384,6 +386,7 @@ def test_year_grid_features_equal_prophets_per_window() -> None:
     from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, import_prophet
 
     shared = SharedFit("stan")
+    year_grids.clear()
     for start, n in (("2024-09-20 05:00", 24 * 21), ("2024-09-23 17:00", 24 * 21 + 5),
                      ("2024-12-20 00:00", 24 * 20)):
         ds = pd.DataFrame({"ds": pd.date_range(start, periods=n, freq="h")})
@@ -418,7 +421,27 @@ def test_year_grid_features_equal_prophets_per_window() -> None:
         assert x.tobytes() == want[0].to_numpy().tobytes()
         assert s_a.tobytes() == want[2]["additive_terms"].to_numpy().tobytes()
         assert s_m.tobytes() == want[2]["multiplicative_terms"].to_numpy().tobytes()
-    assert shared.year_grids
+    assert year_grids
+
+
+def test_year_grids_are_shared_only_where_they_are_the_same() -> None:
+    """The process keeps one year grid per configuration for every forecaster: a second model
+    of another ``SharedFit`` takes the first one's grid, and a model whose holiday prior differs
+    (its features' priors do) gets its own, Prophet's priors."""
+    from gfs_opt.forecast.prophet_fit import SharedFit, fast_prophet, import_prophet
+
+    ds = pd.DataFrame({"ds": pd.date_range("2024-09-20", periods=24 * 7, freq="h")})
+    year_grids.clear()
+    made = []
+    for scale in (10.0, 10.0, 2.5):
+        m = fast_prophet(SharedFit("map"), holidays_prior_scale=scale)
+        m.add_country_holidays("CN")
+        made.append(m.make_all_seasonality_features(ds))
+        plain = import_prophet()(holidays_prior_scale=scale)
+        plain.add_country_holidays("CN")
+        assert made[-1][1] == plain.make_all_seasonality_features(ds)[1]
+    assert len(year_grids) == 2
+    assert made[0][1] == made[1][1] != made[2][1]
 
 
 def test_holiday_names_are_validated_where_their_years_are_used() -> None:

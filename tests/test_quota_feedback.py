@@ -14,6 +14,8 @@ from gfs_opt.experiments.feedback_plot import feedback_over_time, plot_feedback
 from gfs_opt.experiments.reproduce.plan import load_run
 from gfs_opt.experiments.runner import RunOutput, RunSpec, run
 from gfs_opt.model import Params
+from gfs_opt.quota.rule import demand_bound
+from gfs_opt.sim.engine import Simulator
 from gfs_opt.sim.recorder import FEEDBACK_COLUMNS
 
 
@@ -50,6 +52,23 @@ def test_feedback_rows_agree_with_the_quota_rule(gfs_small: RunOutput) -> None:
     ok = fb["windows"] > 0
     assert np.allclose(fb.loc[ok, "er"], fb.loc[ok, "failed"] / fb.loc[ok, "windows"])
     assert fb.loc[~ok, "er"].isna().all()
+
+
+def test_feedback_plans_are_read_afresh_when_the_forecast_or_eta_moves(
+        gfs_small: RunOutput, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Simulator._plan_gpus` keeps a pool's plan while its forecast and η stay: the log is the
+    one a replay that computes U_0 at every refresh writes."""
+    def afresh(self: Simulator, pool: str) -> float:
+        fc = self.forecasts.get(pool)
+        if fc is None or len(fc.mean) == 0:
+            return math.nan
+        return float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
+
+    monkeypatch.setattr(Simulator, "_plan_gpus", afresh)
+    again = run(gfs_small.spec)
+    assert gfs_small.feedback is not None and again.feedback is not None
+    assert gfs_small.feedback["plan_gpus"].notna().sum() > 0
+    pd.testing.assert_frame_equal(again.feedback, gfs_small.feedback, check_exact=True)
 
 
 def test_feedback_is_written_reloaded_and_plotted(gfs_small: RunOutput, tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ except ImportError:       # not POSIX: no cross-process locks (see FitCache.comp
     fcntl = None  # type: ignore[assignment]
 
 _MAX_GRIDS = 8       # whole-year feature grids kept (per configuration, holiday names, years)
+#: the year grids of models without a holidays frame, shared by every forecaster of the process
+_YEAR_GRIDS: dict[tuple, list] = {}
 _MAX_FEATURES = 16    # feature matrices kept per refit (one per distinct window; usually one)
 _MAX_MEMO = 4096      # fits kept in memory per process (a few KB each)
 #: what a MAP fit's `Design` is made of: objects (shared by a window's series) and numbers
@@ -600,23 +602,27 @@ def _prophet_class() -> type:
             """(first hour, features, priors, component columns, modes, holiday names, arrays)
             of whole calendar years ``years[0]..years[1]``; arrays = (X, additive, multiplicative
             column weights) as numpy, made on first use."""
-            grid_key = (config, years)
-            grid = self._shared.year_grids.get(grid_key)
+            # without a holidays frame of the user's (known by its id only) a grid is the same
+            # for every model of this configuration: the forecasters of one process share it (a
+            # GFS run's HP and whole-node forecasters, the runs of a sweep's worker)
+            grids = self._shared.year_grids if config[3] is not None else _YEAR_GRIDS
+            grid_key = (config, self.holidays_prior_scale, years)
+            grid = grids.get(grid_key)
             if grid is None and config[-1] is not None:
                 # a fitted model names the holidays its training years had; for those same years
                 # Prophet then keeps every holiday and adds none: the training grid's rows
                 # (≈ 40 ms a grid; tests/test_forecast_models.py compares them)
-                trained = self._shared.year_grids.get(((*config[:-1], None), years))
+                trained = grids.get(((*config[:-1], None), self.holidays_prior_scale, years))
                 if trained is not None and trained[5] is not None and tuple(trained[5]) == config[-1]:
-                    grid = self._shared.year_grids[grid_key] = trained
+                    grid = grids[grid_key] = trained
             if grid is None:
                 hours = pd.date_range(f"{years[0]}-01-01", f"{years[1] + 1}-01-01", freq="h",
                                       inclusive="left")
                 features, priors, cols, modes = super().make_all_seasonality_features(
                     pd.DataFrame({"ds": hours}))
-                if len(self._shared.year_grids) >= _MAX_GRIDS:
-                    self._shared.year_grids.clear()
-                self._shared.year_grids[grid_key] = grid = [
+                if len(grids) >= _MAX_GRIDS:
+                    grids.clear()
+                grids[grid_key] = grid = [
                     np.datetime64(hours[0].to_datetime64(), "ns"), features, priors, cols, modes,
                     self.train_holiday_names, None]
             return grid

@@ -161,6 +161,9 @@ class Simulator:
         #: per pool: (forecast, η, plan U_0 at η = 1, F_0 at η = 1, F_0 at η) of the last
         #: `_band_plans` read, while neither the forecast nor η moves
         self._band_cache: dict[str, tuple[PoolForecast, float, float, float, float]] = {}
+        #: per pool: (forecast, η, plan U_0) of the last `_plan_gpus` read (the forecast moves
+        #: hourly, the feedback log asks at every refresh)
+        self._plan_cache: dict[str, tuple[PoolForecast, float, float]] = {}
         #: per pool, η's share of the overrun behind this decision's evictions (`_growth_share`)
         self._growth: dict[str, float] = {}
         #: per pool, whether this decision's evictions are quota-attributable (`_attribution`)
@@ -585,7 +588,12 @@ class Simulator:
         fc = self.forecasts.get(pool)
         if fc is None or len(fc.mean) == 0:
             return math.nan
-        return float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
+        eta = self.pool_status[pool].eta
+        got = self._plan_cache.get(pool)
+        if got is None or got[0] is not fc or got[1] != eta:
+            got = self._plan_cache[pool] = (fc, eta, float(demand_bound(fc, self.params.rho,
+                                                                       eta)[0]))
+        return got[2]
 
     def _band_plans(self, pool: str) -> tuple[float, float, float] | None:
         """(plan U_0 at η = 1, GPUs free of HP F_0 at η = 1, F_0 at the current η); None without
