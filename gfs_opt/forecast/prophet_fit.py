@@ -605,7 +605,7 @@ def _prophet_class() -> type:
             # without a holidays frame of the user's (known by its id only) a grid is the same
             # for every model of this configuration: the forecasters of one process share it (a
             # GFS run's HP and whole-node forecasters, the runs of a sweep's worker)
-            grids = self._shared.year_grids if config[3] is not None else _YEAR_GRIDS
+            grids = _YEAR_GRIDS if self.holidays is None else self._shared.year_grids
             grid_key = (config, self.holidays_prior_scale, years)
             grid = grids.get(grid_key)
             if grid is None and config[-1] is not None:
