@@ -19,6 +19,7 @@ trace's preparation (≈ 0.35 s for `small`) and the one-time costs to both poli
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from collections import defaultdict
@@ -29,15 +30,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sim import spec_for
 
-#: (part, class path, method) timed exclusively
+#: where a part's method is looked up on the replayed policy's own class (its steps may be
+#: overridden anywhere in its hierarchy)
+POLICY = "policy"
+#: (part, class path or `POLICY`, method) timed exclusively
 PARTS = (
     ("forecast refits", "gfs_opt.forecast.provider:ForecastProvider", "refit"),
     ("forecast predictions", "gfs_opt.forecast.provider:ForecastProvider", "_predict"),
     ("forecast conditioning", "gfs_opt.forecast.provider:ForecastProvider", "_condition"),
     ("quota refresh (rest)", "gfs_opt.quota.spot_quota:SpotQuota", "refresh"),
-    ("HP step", "gfs_opt.policies.base:GreedyPolicy", "hp_step"),
-    ("LP step", "gfs_opt.policies.base:GreedyPolicy", "lp_step"),
-    ("settled checks", "gfs_opt.policies.base:Policy", "settled"),
+    ("HP step", POLICY, "hp_step"),
+    ("LP step", POLICY, "lp_step"),
+    ("settled checks", POLICY, "settled"),
     ("apply decisions", "gfs_opt.sim.engine:Simulator", "_apply"),
 )
 
@@ -68,15 +72,17 @@ class Timers:
         return timed
 
 
-def install(timers: Timers, policy_cls: type) -> None:
-    """Wrap every part's method, on the policy's own class for the steps it overrides."""
-    import importlib
+def _cls(where: str, policy_cls: type) -> type:
+    if where == POLICY:
+        return policy_cls
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)
 
+
+def install(timers: Timers, policy_cls: type) -> None:
+    """Wrap every part's method (set on the class it is looked up on)."""
     for part, where, name in PARTS:
-        module, _, cls_name = where.partition(":")
-        cls: type = getattr(importlib.import_module(module), cls_name)
-        if part in ("HP step", "LP step", "settled checks"):
-            cls = policy_cls
+        cls = _cls(where, policy_cls)
         setattr(cls, name, timers.wrap(part, getattr(cls, name)))
 
 
@@ -88,17 +94,17 @@ def measure(case: str, policy: str, forecaster: str | None,
 
     spec = spec_for(case, policy, forecaster)
     prepared = runner.prepare_trace(spec)
-    cls = type(make_policy(policy, **options_for(policy, spec.policy_options)))
-    kept = {(cls, n): cls.__dict__.get(n) for n in ("hp_step", "lp_step", "settled")}
-    plain = {(where, name): getattr(_cls(where), name) for _p, where, name in PARTS}
+    policy_cls = type(make_policy(policy, **options_for(policy, spec.policy_options)))
+    # each wrapped class's own attribute before wrapping (None: inherited, to be deleted again)
+    own = {(c, name): c.__dict__.get(name)
+           for c, name in {(_cls(where, policy_cls), name) for _p, where, name in PARTS}}
+
     def restore() -> None:
-        for (where, name), fn in plain.items():
-            setattr(_cls(where), name, fn)
-        for (c, n), fn in kept.items():
+        for (c, name), fn in own.items():
             if fn is not None:
-                setattr(c, n, fn)
-            elif n in c.__dict__:
-                delattr(c, n)
+                setattr(c, name, fn)
+            elif name in c.__dict__:
+                delattr(c, name)
 
     runner.run(spec, trace=prepared)
     best: tuple[float, float, Timers] | None = None
@@ -106,7 +112,7 @@ def measure(case: str, policy: str, forecaster: str | None,
         for _ in range(repeat):
             restore()
             timers = Timers()
-            install(timers, cls)
+            install(timers, policy_cls)
             t0, w0 = time.process_time(), time.perf_counter()
             runner.run(spec, trace=prepared)
             cpu, wall = time.process_time() - t0, time.perf_counter() - w0
@@ -116,13 +122,6 @@ def measure(case: str, policy: str, forecaster: str | None,
         restore()
     assert best is not None
     return best
-
-
-def _cls(where: str) -> type:
-    import importlib
-
-    module, _, name = where.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def main() -> None:
