@@ -4,8 +4,10 @@ rule): a new baseline is a new composition, and each baseline module reads like 
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from standins import TOY_SETUP
 
@@ -87,3 +89,35 @@ def test_best_fit_with_history_ranks_nodes_by_recent_evictions() -> None:
     assert isinstance(a.placement, BestFit) and a.placement.history
     assert isinstance(b.placement, BestFit) and not b.placement.history
     assert {k for k in a.parts() if a.parts()[k] != b.parts()[k]} == {"placement"}
+
+
+def test_the_lp_placer_is_the_rounds_placer_under_the_reserves_in_force() -> None:
+    """`lp_placer` keeps the placer it made while the round's placer (E(n) changes it every
+    300 s) and the reserves stay, and makes it afresh when either moves."""
+    from types import SimpleNamespace
+
+    from gfs_opt.model import Decision
+    from gfs_opt.preempt.scoring import Placer
+
+    class Given:
+        """A placement part handing out whichever placer the test sets."""
+
+        placer_now = Placer(None, use_history=False)
+
+        def placer(self, rnd: object) -> Placer:
+            return self.placer_now
+
+    given = Given()
+    policy = ComposedPolicy(order=FIFO_ORDER, admission=NoQuota(), placement=given,  # type: ignore[arg-type]
+                            victim_rule=None)
+    a, b = {("p", 1.0): 1}, {("p", 1.0): 2}
+    steps = [(Placer(None, use_history=False), a), (None, a), (Placer(np.ones(3)), a),
+             (None, b), (None, None), (None, a)]
+    for placer, reserves in steps:
+        if placer is not None:
+            given.placer_now = placer
+        got = policy.lp_placer(SimpleNamespace(reserves=reserves), Decision())  # type: ignore[arg-type]
+        want = given.placer_now if reserves is None else replace(given.placer_now,
+                                                                  reserves=reserves)
+        assert got == want
+        assert got.e_score is given.placer_now.e_score

@@ -295,3 +295,34 @@ def test_prophet_hourly_batch_equals_the_per_series_route() -> None:
     assert max(phis) > 0, "no series with a residual term"
     assert len(runs[0]) > 100 and runs[0] == runs[1]
     assert len(rows[0]) > 100 and rows[0] == rows[1]
+
+
+def test_pool_layout_is_kept_only_while_the_rows_are_the_same() -> None:
+    """The provider keeps where each forecast row is summed (`PoolLayout`) from hour to hour;
+    whenever the rows change — a tenant renamed or added, a series ending at another hour than
+    the others, a longer reach — its pool forecasts are those of a layout made afresh."""
+    p = ForecastProvider(model="seasonal-naive", horizon_h=4)
+    model = p.model
+    assert isinstance(model, BaseForecaster)
+    base = p._origin_hour()
+    assert base is not None
+    rng = np.random.default_rng(3)
+    cases = [  # (series, their last hours, the hour asked, steps)
+        (["A|a", "B|b"], [50, 50], 51, 4),
+        (["A|a", "B|b"], [50, 50], 51, 4),             # the same rows: the layout is kept
+        (["A|a", "B|c"], [50, 50], 51, 4),             # another tenant, the same count
+        (["A|a", "A|c"], [50, 50], 51, 4),             # ... of another pool
+        (["A|a", "A|c"], [50, 49], 51, 4),             # one series an hour behind
+        (["A|a", "A|c"], [49, 50], 51, 4),
+        (["A|a", "A|c", "B|b"], [52, 52, 52], 55, 6),  # reaching over missing hours
+    ]
+    for names, ends, hour, steps in cases:
+        model.fit_series(SeriesData(n, base + e - 99, rng.uniform(0, 9, 100))
+                         for n, e in zip(names, ends, strict=True))
+        kept = p._predict_arrays(model, hour, steps)
+        p._layout = None
+        fresh = p._predict_arrays(model, hour, steps)
+        assert sorted(kept) == sorted(fresh)
+        for pool in fresh:
+            assert kept[pool].mean.tobytes() == fresh[pool].mean.tobytes()
+            assert kept[pool].std.tobytes() == fresh[pool].std.tobytes()

@@ -15,6 +15,7 @@ quantiles). Tenants without samples contribute their mean; draws are cut to the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -60,24 +61,47 @@ def pool_forecasts(pred: pd.DataFrame, series_pool: Mapping[str, str] | None = N
         series_pool, method, rho, samples)
 
 
+@dataclass(frozen=True, slots=True)
+class PoolLayout:
+    """Where each row of a prediction (one per series × h) is summed: its pool and hour index.
+    It depends on the rows' series and hours only, so an hourly caller whose rows keep their
+    series and leads keeps it."""
+
+    pools: np.ndarray            # distinct pools, sorted
+    p_idx: np.ndarray            # per row: index into pools
+    h_idx: np.ndarray            # per row: index into hours
+    hours: np.ndarray            # distinct h, sorted
+    uniq_series: np.ndarray      # distinct series, sorted
+    series_pool_idx: np.ndarray  # per distinct series: index into pools
+
+
+def pool_layout(series: np.ndarray, h: np.ndarray,
+                series_pool: Mapping[str, str] | None = None) -> PoolLayout:
+    """The `PoolLayout` of rows with these series keys and hours."""
+    uniq_series, s_idx = np.unique(series, return_inverse=True)
+    pools_of_series = np.array([pool_of(s, series_pool) for s in uniq_series], dtype=object)
+    pools, series_pool_idx = np.unique(pools_of_series, return_inverse=True)
+    hours, h_idx = np.unique(h, return_inverse=True)
+    return PoolLayout(pools, series_pool_idx[s_idx], h_idx, hours, uniq_series,
+                      series_pool_idx)
+
+
 def pool_forecasts_arrays(series: np.ndarray, h: np.ndarray, mean: np.ndarray, std: np.ndarray,
                           q: np.ndarray | None, series_pool: Mapping[str, str] | None = None,
                           method: str = "independent", rho: float = 0.9,
                           samples: Mapping[str, np.ndarray] | None = None,
-                          ) -> dict[str, PoolForecast]:
+                          layout: PoolLayout | None = None) -> dict[str, PoolForecast]:
     """`pool_forecasts` on the frame's columns as arrays (one row per series × h; ``q`` = the
-    ``q<ρ>`` column or None), for callers that never built the frame. Sums run in row order."""
+    ``q<ρ>`` column or None), for callers that never built the frame. Sums run in row order.
+    ``layout``: `pool_layout` of these rows, if the caller kept it."""
     if method not in METHODS:
         raise GfsError(f"unknown pool aggregation {method!r}; expected one of {list(METHODS)}")
     if not 0.0 < rho < 1.0:
         raise GfsError(f"rho must lie strictly between 0 and 1, got {rho}")
     if len(series) == 0:
         return {}
-    uniq_series, s_idx = np.unique(series, return_inverse=True)
-    pools_of_series = np.array([pool_of(s, series_pool) for s in uniq_series], dtype=object)
-    pools, series_pool_idx = np.unique(pools_of_series, return_inverse=True)
-    p_idx = series_pool_idx[s_idx]
-    hours, h_idx = np.unique(h, return_inverse=True)
+    lay = pool_layout(series, h, series_pool) if layout is None else layout
+    pools, p_idx, h_idx, hours = lay.pools, lay.p_idx, lay.h_idx, lay.hours
     shape = (len(pools), len(hours))
     mu = np.zeros(shape)
     np.add.at(mu, (p_idx, h_idx), mean)
@@ -99,8 +123,8 @@ def pool_forecasts_arrays(series: np.ndarray, h: np.ndarray, mean: np.ndarray, s
     if samples is not None:
         table = pd.DataFrame({"series": series, "h": h, "mean": mean}).pivot_table(
             index="series", columns="h", values="mean", aggfunc="first")
-        pool_samples = _pool_samples(table, uniq_series, series_pool_idx, len(pools), hours,
-                                     samples, comonotone=method == "sum-quantiles")
+        pool_samples = _pool_samples(table, lay.uniq_series, lay.series_pool_idx, len(pools),
+                                     hours, samples, comonotone=method == "sum-quantiles")
     return {str(p): PoolForecast(mu[i], sigma[i], None if pool_samples is None else pool_samples[i])
             for i, p in enumerate(pools)}
 

@@ -28,7 +28,14 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.errors import GfsError
-from gfs_opt.forecast.aggregate import METHODS, pool_forecasts, pool_forecasts_arrays, pool_of
+from gfs_opt.forecast.aggregate import (
+    METHODS,
+    PoolLayout,
+    pool_forecasts,
+    pool_forecasts_arrays,
+    pool_layout,
+    pool_of,
+)
 from gfs_opt.forecast.base import BaseForecaster, Forecaster, SeriesData, qcol
 from gfs_opt.forecast.registry import make_forecaster
 from gfs_opt.forecast.series import HOUR_S, HourlyMaxSeries
@@ -67,6 +74,9 @@ class ForecastProvider:
         # prediction frames, as for any Forecaster; the tests compare the two)
         self.fast = True
         self._origin_h: int | bool | None = None
+        # (series keys, steps, end offsets) → the rows kept and their `PoolLayout`
+        self._layout: tuple[tuple[list[str], int, tuple[int, ...]], np.ndarray, np.ndarray,
+                            np.ndarray, PoolLayout] | None = None
 
     def observe(self, t: float, usage: Mapping[tuple[str, str], float]) -> None:
         """HP GPUs in use per (pool, org) during the hour containing t (seconds since origin)."""
@@ -239,18 +249,27 @@ class ForecastProvider:
         assert base is not None
         keys = sorted(fcs)
         first = base + hour
-        ends = np.array([model.series_[k].end_hour for k in keys], dtype=np.int64)
-        h = (ends[:, None] + np.arange(1, steps + 1)[None, :] - first + 1).ravel()
-        keep = (h >= 1) & (h <= self.horizon_h)
-        series = np.repeat(np.array(keys, dtype=object), steps)[keep]
+        # the rows' series and leads: the same from hour to hour while no series is added or
+        # falls behind, and so is where each row is summed
+        offsets = tuple(model.series_[k].end_hour - first for k in keys)
+        memo = self._layout
+        if memo is None or memo[0] != (keys, steps, offsets):
+            h = (np.array(offsets, dtype=np.int64)[:, None]
+                 + np.arange(1, steps + 1)[None, :] + 1).ravel()
+            keep = (h >= 1) & (h <= self.horizon_h)
+            series = np.repeat(np.array(keys, dtype=object), steps)[keep]
+            memo = ((keys, steps, offsets), keep, series, h[keep],
+                    pool_layout(series, h[keep], self.series_pool))
+            self._layout = memo
+        _k, keep, series, h_kept, layout = memo
         mean = np.concatenate([fcs[k].mean for k in keys])[keep]
         std = np.concatenate([fcs[k].std for k in keys])[keep]
         # the frame's q<ρ> column: the last level of that name (assemble writes them in order)
         level = [lv for lv in model.quantiles if with_q and qcol(lv) == qcol(self.rho)]
         q = (np.concatenate([fcs[k].quantiles[level[-1]] for k in keys])[keep]  # type: ignore[index]
              if level else None)
-        return pool_forecasts_arrays(series, h[keep], mean, std, q, self.series_pool,
-                                     self.aggregation, self.rho)
+        return pool_forecasts_arrays(series, h_kept, mean, std, q, self.series_pool,
+                                     self.aggregation, self.rho, layout=layout)
 
     def has_history(self, pool: str) -> bool:
         """Whether any tenant of the pool has used HP GPUs so far."""

@@ -73,6 +73,7 @@ class Policy(ABC):
         self.params = params
         self._fit_memos: dict[str, FitMemo] = {}
         self._lp_reserves: Mapping[tuple[str, float], int] | None = None
+        self._lp_placer: tuple[Placer, Placer] | None = None   # (placer, it under _lp_reserves)
         if self.spot is not None:
             self.spot.reset(state, params, origin)
 
@@ -405,7 +406,14 @@ class ComposedPolicy(GreedyPolicy):
         if reserves != getattr(self, "_lp_reserves", None):
             self._lp_reserves = None if reserves is None else dict(reserves)
             getattr(self, "_fit_memos", {}).pop("lp", None)
-        return placer if reserves is None else replace(placer, reserves=reserves)
+            self._lp_placer = None
+        if reserves is None:
+            return placer
+        # the same placer under the same reserves (most passes): the same frozen placer
+        kept = getattr(self, "_lp_placer", None)
+        if kept is None or kept[0] is not placer:
+            kept = self._lp_placer = (placer, replace(placer, reserves=self._lp_reserves))
+        return kept[1]
 
 
 def patient_shapes_fail(rnd: Round, queue: PendingQueue, pool: str, known: FailSizes | None,
