@@ -244,6 +244,11 @@ def test_values_from_equals_values_at(start: int, n_y: int, first: int, n: int) 
     data = SeriesData("s", start, np.arange(n_y, dtype=float) + 0.5)
     want = data.values_at(first + np.arange(n))
     assert data.values_from(first, n).tobytes() == want.tobytes()
+    # into a row of the caller's matrix that holds something else
+    rows = np.full((2, n), -7.0)
+    row = rows[1]
+    assert data.values_from(first, n, out=row) is row
+    assert rows[1].tobytes() == want.tobytes() and (rows[0] == -7.0).all()
 
 
 def persistent_usage() -> Callable[[int, np.random.Generator], dict[tuple[str, str], float]]:
@@ -320,7 +325,7 @@ def test_pool_layout_is_kept_only_while_the_rows_are_the_same() -> None:
         model.fit_series(SeriesData(n, base + e - 99, rng.uniform(0, 9, 100))
                          for n, e in zip(names, ends, strict=True))
         kept = p._predict_arrays(model, hour, steps)
-        p._layout = None
+        p._pred_rows = None
         fresh = p._predict_arrays(model, hour, steps)
         assert sorted(kept) == sorted(fresh)
         for pool in fresh:

@@ -130,10 +130,14 @@ class SeriesData:
     def future_ds(self, horizon: int) -> pd.DatetimeIndex:
         return pd.date_range(self.end + HOUR, periods=horizon, freq="h")
 
-    def values_from(self, first: int, n: int) -> np.ndarray:
+    def values_from(self, first: int, n: int, out: np.ndarray | None = None) -> np.ndarray:
         """``values_at(first + arange(n))`` by slicing: observed values of ``n`` consecutive
-        hours from absolute hour ``first``, NaN outside the observed range."""
-        out = np.full(n, np.nan)
+        hours from absolute hour ``first``, NaN outside the observed range. ``out``: an array
+        of ``n`` to write them into (a row of the caller's matrix), returned."""
+        if out is None:
+            out = np.full(n, np.nan)
+        else:
+            out.fill(np.nan)
         off = first - self.start_hour
         lo, hi = max(off, 0), min(off + n, len(self.y))
         if hi > lo:

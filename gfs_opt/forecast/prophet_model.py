@@ -482,15 +482,11 @@ class ProphetForecaster(BaseForecaster):
         if not picked:
             return {}
         n, span = horizon, 2 * horizon             # origins start..end−1, targets to end+H−1
-        y = np.full((len(picked), span), np.nan)   # observed hours, NaN after `end`
+        y = np.empty((len(picked), span))          # observed hours, NaN after `end`
         yhat = np.empty((len(picked), span + 1))   # Prophet's mean, hours start..end+H
         powers = np.empty((len(picked), horizon))
         for g, (_, data, state, _, _, _, start) in enumerate(picked):
-            # `data.values_from(start, span)`, written in place
-            off = start - data.start_hour
-            lo_y, hi_y = max(off, 0), min(off + span, len(data.y))
-            if hi_y > lo_y:
-                y[g, lo_y - off: hi_y - off] = data.y[lo_y:hi_y]
+            data.values_from(start, span, out=y[g])
             p0 = start - state.yhat_start
             yhat[g] = state.yhat[p0: p0 + span + 1]
             powers[g] = self._powers(state.phi, horizon)

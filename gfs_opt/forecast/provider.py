@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,18 @@ from gfs_opt.model import PoolForecast
 from gfs_opt.traces.base import ALIBABA_ORIGIN
 
 _HOUR = pd.Timedelta(hours=1)
+
+
+class _Rows(NamedTuple):
+    """A prediction's rows (series × steps, those kept: leads 1..H from the current hour) and
+    where each is summed; the same while the series, steps and series' last hours relative to
+    the current hour (``key``) stay."""
+
+    key: tuple[list[str], int, tuple[int, ...]]
+    keep: np.ndarray
+    series: np.ndarray
+    h: np.ndarray
+    layout: PoolLayout
 
 
 class ForecastProvider:
@@ -74,9 +87,7 @@ class ForecastProvider:
         # prediction frames, as for any Forecaster; the tests compare the two)
         self.fast = True
         self._origin_h: int | bool | None = None
-        # (series keys, steps, end offsets) → the rows kept and their `PoolLayout`
-        self._layout: tuple[tuple[list[str], int, tuple[int, ...]], np.ndarray, np.ndarray,
-                            np.ndarray, PoolLayout] | None = None
+        self._pred_rows: _Rows | None = None   # the last prediction's rows and their layout
 
     def observe(self, t: float, usage: Mapping[tuple[str, str], float]) -> None:
         """HP GPUs in use per (pool, org) during the hour containing t (seconds since origin)."""
@@ -252,24 +263,23 @@ class ForecastProvider:
         # the rows' series and leads: the same from hour to hour while no series is added or
         # falls behind, and so is where each row is summed
         offsets = tuple(model.series_[k].end_hour - first for k in keys)
-        memo = self._layout
-        if memo is None or memo[0] != (keys, steps, offsets):
+        rows = self._pred_rows
+        if rows is None or rows.key != (keys, steps, offsets):
             h = (np.array(offsets, dtype=np.int64)[:, None]
                  + np.arange(1, steps + 1)[None, :] + 1).ravel()
             keep = (h >= 1) & (h <= self.horizon_h)
             series = np.repeat(np.array(keys, dtype=object), steps)[keep]
-            memo = ((keys, steps, offsets), keep, series, h[keep],
-                    pool_layout(series, h[keep], self.series_pool))
-            self._layout = memo
-        _k, keep, series, h_kept, layout = memo
+            rows = self._pred_rows = _Rows((keys, steps, offsets), keep, series, h[keep],
+                                      pool_layout(series, h[keep], self.series_pool))
+        keep = rows.keep
         mean = np.concatenate([fcs[k].mean for k in keys])[keep]
         std = np.concatenate([fcs[k].std for k in keys])[keep]
         # the frame's q<ρ> column: the last level of that name (assemble writes them in order)
         level = [lv for lv in model.quantiles if with_q and qcol(lv) == qcol(self.rho)]
         q = (np.concatenate([fcs[k].quantiles[level[-1]] for k in keys])[keep]  # type: ignore[index]
              if level else None)
-        return pool_forecasts_arrays(series, h_kept, mean, std, q, self.series_pool,
-                                     self.aggregation, self.rho, layout=layout)
+        return pool_forecasts_arrays(rows.series, rows.h, mean, std, q, self.series_pool,
+                                     self.aggregation, self.rho, layout=rows.layout)
 
     def has_history(self, pool: str) -> bool:
         """Whether any tenant of the pool has used HP GPUs so far."""
