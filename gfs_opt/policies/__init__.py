@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 from gfs_opt.errors import GfsError
@@ -17,6 +18,10 @@ from gfs_opt.policies.yarn_cs import YarnCSPolicy
 #: name → (class, fixed options). Ablations are GFS with options (GFS-SPEC §8).
 POLICIES: dict[str, tuple[type[Policy], dict[str, Any]]] = {
     "gfs": (GFSPolicy, {}),
+    # the published GFS (GFS-SPEC §2): every departure of gfs_opt's GFS switched off
+    "gfs-paper": (GFSPolicy, {"eta_rule": "paper", "shape": False, "gang_victims": False,
+                              "lp_beside_hp": False, "lp_age_h": math.inf, "hp_wait_h": 0.0,
+                              "hp_notice_h": 0.0}),
     "yarn-cs": (YarnCSPolicy, {}),
     "chronus": (ChronusPolicy, {}),
     "lyra": (LyraPolicy, {}),
