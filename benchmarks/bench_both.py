@@ -39,7 +39,7 @@ OUT = Path(__file__).resolve().parent.parent / "results" / "bench-both"
 NONE = ("yarn-cs", "lyra", "fgd")           # the preemptive no-quota baselines
 SQA = ("yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
 TARGET_POLICIES = ("gfs", "gfs-milp", *NONE, "chronus", *SQA)
-ABLATIONS = ("gfs", "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-paper-eta",
+ABLATIONS = ("gfs", "gfs-no-shape", "gfs-no-gang-victims", "gfs-no-beside", "gfs-no-attributable-eta",
              "gfs-no-wait")
 #: the η frontier: (policy, fixed η) — η = 1 of the +sqa family is in the targets grid
 FRONTIER = (("gfs-static-eta", 0.5), ("gfs-static-eta", 1.0), ("gfs-static-eta", 2.0),
@@ -96,16 +96,15 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
     if name in ("frontier", "all"):
         cells += [Cell(p, 1.0, s, "ets", opts=(("quota_eta", eta),) if eta != 1.0 else ())
                   for s in seeds for p, eta in FRONTIER]
-        cells += [Cell(p, 1.0, s, "ets") for s in seeds for p in ("gfs", "gfs-paper-eta")]
+        cells += [Cell(p, 1.0, s, "ets") for s in seeds for p in ("gfs", "gfs-no-attributable-eta")]
     if name in ("ablations", "all"):
         cells += [Cell(p, 1.0, s, "ets") for s in range(3) for p in ABLATIONS]
     if name in ("chronus", "all"):
         cells += [Cell(p, load, s, "ets", trace=CHRONUS, capacity_scale=1.0, time_scale=24.0)
                   for load in (2.0, 4.0) for s in seeds
-                  for p in ("gfs", *NONE, *SQA, "gfs-static-eta", "gfs-paper-eta")]
+                  for p in ("gfs", *NONE, *SQA, "gfs-static-eta", "gfs-no-attributable-eta")]
     if name in ("mechanisms", "all"):   # GFS before the issue, and each mechanism off, elsewhere
-        before = (("shape", "off"), ("gang_victims", "off"), ("lp_beside_hp", "off"),
-                  ("eta_rule", "paper"))
+        before = (("departures", "wait+aged-order"),)
         for kw in ({"trace": CHRONUS, "time_scale": 24.0, "load": 2.0},
                    {"trace": CHRONUS, "time_scale": 24.0, "load": 4.0},
                    {"seed": 3}, {"seed": 4}):
@@ -113,15 +112,15 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
             seed = int(kw.pop("seed", 0))       # type: ignore[call-overload]
             cells += [Cell(p, load, seed, "ets", opts=o, **kw)   # type: ignore[arg-type]
                       for p, o in (("gfs", before), ("gfs-no-shape", ()),
-                                   ("gfs-worker-victims", ()), ("gfs-static-eta", ()))]
+                                   ("gfs-no-gang-victims", ()), ("gfs-static-eta", ()))]
     if name in ("qmilp", "all"):   # the admission MILP (with its shape rows) against the rule
         cells += [Cell("gfs-milp", 1.0, s, "ets", opts=(("quota_method", "milp"),))
                   for s in seeds]
     if name in ("ptsorder", "all"):   # GFS without aging (PTS's LP order alone), issue 40's cells
-        cells += [Cell("gfs-pts-order", f, s, "ets") for f in LOADS.values() for s in seeds]
-        cells += [Cell("gfs-pts-order", 1.0, s, "prophet") for s in seeds]
-        cells += [Cell("gfs-pts-order", 1.0, s, "ets") for s in (3, 4)]
-        cells += [Cell("gfs-pts-order", load, s, "ets", trace=CHRONUS, capacity_scale=1.0,
+        cells += [Cell("gfs-no-aged-order", f, s, "ets") for f in LOADS.values() for s in seeds]
+        cells += [Cell("gfs-no-aged-order", 1.0, s, "prophet") for s in seeds]
+        cells += [Cell("gfs-no-aged-order", 1.0, s, "ets") for s in (3, 4)]
+        cells += [Cell("gfs-no-aged-order", load, s, "ets", trace=CHRONUS, capacity_scale=1.0,
                        time_scale=24.0) for load in (2.0, 4.0) for s in seeds]
     if name in ("seeds", "all"):   # the synthetic trace drawn with other seeds
         cells += [Cell(p, 1.0, s, "ets") for s in (3, 4)
@@ -277,7 +276,7 @@ def table_issue40() -> None:
     print("| trace | policy | seeds | GFS LP evict | +sqa mean evict (+5 %) | GFS LP JQT s | "
           "+sqa mean JQT s | JQT | evict |")
     print("|---|---|---|---:|---:|---:|---:|---|---|")
-    for (name, kw, load, seeds, fc), pol in ((c, p) for c in cases for p in ("gfs", "gfs-pts-order")):
+    for (name, kw, load, seeds, fc), pol in ((c, p) for c in cases for p in ("gfs", "gfs-no-aged-order")):
         g_ev = _values(pol, load, fc, seeds, "lp_eviction_rate", **kw)
         g_jqt = _values(pol, load, fc, seeds, "lp_jqt_mean", **kw)
         s_ev = [x for p in SQA for x in _values(p, load, fc, seeds, "lp_eviction_rate", **kw)]

@@ -699,57 +699,81 @@ class PoolForecast:
 
 @dataclass(frozen=True, slots=True)
 class PoolStatus:
-    """Feedback state of one pool: η, window outcomes (recent and since the window start)."""
+    """State of one pool a round shows: η in force, window outcomes since the replay started,
+    the oldest LP wait, HP history and whole-node HP. What η's feedback moves on is the spot
+    quota's own (`EtaEvidence`, `gfs_opt.quota.ledger`), not the pool's status."""
 
     eta: float = 1.0            # divides the forecast's safety margin: U = μ + z_ρ·σ/η
-    recent_failed: int = 0      # failed guarantee windows over the last H hours
-    recent_succeeded: int = 0
-    failed: int = 0             # since the replay started (node cost F)
+    failed: int = 0             # failed guarantee windows since the replay started (node cost F)
     succeeded: int = 0          # (node cost S)
     oldest_lp_wait: float = 0.0  # seconds the oldest pending LP job waited since (re)queue
     has_hp_history: bool = True
     #: GPUs held now by HP workers that take a whole node of the pool's largest size (the
     #: shape reserve's starting point; restated at each quota refresh)
     hp_whole_gpus: float = 0.0
-    #: of ``recent_failed``, the windows broken while HP demand exceeded the quota's plan U_0
-    #: (quota-attributable evictions, `gfs_opt.sim.causes`)
-    recent_failed_quota: int = 0
-    #: windows ended under the current η (since it last moved) within the last
-    #: ``Params.eta_window_h`` hours, and of them the failures the quota is answerable for: the
-    #: evidence GFS's η rule moves on, so that each window outcome moves η at most once
-    eta_windows: int = 0
-    eta_failed_quota: int = 0
-    #: the growth band — LP that only η > 1 let in, above the quota at η = 1 — over the last
-    #: ``Params.eta_band_window_h`` hours: its windows and its failures, each outcome weighted
-    #: by its share of the band (`Simulator._band_weight`); GFS's η grows above 1 only while
-    #: these windows keep the promise (`gfs_opt.quota.rule`)
-    band_windows: float = 0.0
-    band_failed: float = 0.0
 
     def counted(self, ok: bool) -> PoolStatus:
         """This status with one more window outcome since the start (``succeeded`` or
         ``failed`` + 1; `dataclasses.replace` costs twice as much, once per window outcome)."""
-        return PoolStatus(self.eta, self.recent_failed, self.recent_succeeded,
-                          self.failed + (not ok), self.succeeded + ok, self.oldest_lp_wait,
-                          self.has_hp_history, self.hp_whole_gpus, self.recent_failed_quota,
-                          self.eta_windows, self.eta_failed_quota, self.band_windows,
-                          self.band_failed)
+        return PoolStatus(self.eta, self.failed + (not ok), self.succeeded + ok,
+                          self.oldest_lp_wait, self.has_hp_history, self.hp_whole_gpus)
 
-    def with_recent(self, succeeded: int, failed: int, oldest_lp_wait: float,
-                    hp_whole_gpus: float | None = None, failed_quota: int | None = None,
-                    eta_windows: int | None = None,
-                    eta_failed_quota: int | None = None, band_windows: float | None = None,
-                    band_failed: float | None = None) -> PoolStatus:
-        """This status with the last H hours' outcomes and the oldest LP wait restated (each
-        refresh, for every pool whose numbers moved; `dataclasses.replace` costs twice as much)."""
-        return PoolStatus(
-            self.eta, failed, succeeded, self.failed, self.succeeded, oldest_lp_wait,
-            self.has_hp_history, self.hp_whole_gpus if hp_whole_gpus is None else hp_whole_gpus,
-            self.recent_failed_quota if failed_quota is None else failed_quota,
-            self.eta_windows if eta_windows is None else eta_windows,
-            self.eta_failed_quota if eta_failed_quota is None else eta_failed_quota,
-            self.band_windows if band_windows is None else band_windows,
-            self.band_failed if band_failed is None else band_failed)
+    def with_wait(self, oldest_lp_wait: float, hp_whole_gpus: float) -> PoolStatus:
+        """This status with the oldest LP wait and the whole-node HP restated (each refresh,
+        for every pool whose numbers moved)."""
+        return PoolStatus(self.eta, self.failed, self.succeeded, oldest_lp_wait,
+                          self.has_hp_history, hp_whole_gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowOutcome:
+    """One guarantee window of an LP job ended: what the simulator and a live scheduler report
+    to the policy (`Policy.observe_window`) for η's evidence (`gfs_opt.quota.ledger`).
+
+    ``lp_milli``: the pool's running LP GPUs (milli-GPU) as it ended, the job's own included.
+    ``hp_milli``: for a window broken by a decision that evicted LP in the pool, the pool's HP
+    GPUs (milli-GPU) once that decision's placements apply — the eviction's HP context; None
+    for every other outcome (a success, a lease's re-queue)."""
+
+    t: float
+    pool: str
+    ok: bool
+    lp_milli: int = 0
+    hp_milli: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EtaEvidence:
+    """What η's feedback reads of one pool at a quota refresh (`gfs_opt.quota.ledger`).
+
+    recent_*: the windows ended over the last H hours (the paper's ER), and of the failures those
+    broken while HP demand exceeded the quota's plan U_0 (quota-attributable evictions).
+    eta_windows, eta_failed_quota: the windows ended under the current η (since it last moved)
+    within the attributable rule's evidence span, and of them the quota-attributable failures.
+    band_windows, band_failed: the growth band — LP that only η > 1 let in, above the quota at
+    η = 1 — over the band's span: its windows and failures, each weighted by its share of the
+    band (`gfs_opt.quota.ledger`)."""
+
+    recent_succeeded: int = 0
+    recent_failed: int = 0
+    recent_failed_quota: int = 0
+    eta_windows: int = 0
+    eta_failed_quota: int = 0
+    band_windows: float = 0.0
+    band_failed: float = 0.0
+
+
+NO_EVIDENCE = EtaEvidence()
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaFeedback:
+    """What a quota refresh moved η on in one pool, for the feedback log: η after the refresh,
+    the evidence it read and the plan U_0 = μ_0 + z_ρ·σ_0/η it set (GPUs; NaN: no forecast)."""
+
+    eta: float
+    evidence: EtaEvidence
+    plan_gpus: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -762,21 +786,11 @@ class Params:
     quota_refresh_s: float = 300.0
     eta_min: float = 0.1
     eta_max: float = 10.0
-    eta_static: bool = False
-    #: at most this many hours of window outcomes (those since η last moved) are the evidence
-    #: GFS's η rule moves on (`gfs_opt.quota.rule.update_eta`); the forecast horizon H by
-    #: default, as the paper's rule (a day was measured: it holds a burst of evictions for 24 h
-    #: and starves LP meanwhile, BENCHMARKS.md)
-    eta_window_h: float = 4.0
-    #: hours of growth-band outcomes GFS's η rule reads before growing above 1: a day, one
-    #: cycle of the HP demand the band is exposed to (its failures come in daily bursts)
-    eta_band_window_h: float = 24.0
     eval_start: float = 0.0
     eval_end: float = math.inf
     restart_small_s: float = 40.0
     restart_large_s: float = 60.0
     hard_guarantee: bool = False
-    pool_aggregation: str = "independent"  # or "sum-quantiles"
     # after the scored window LP jobs are admitted freely so the backlog drains (the authors'
     # behaviour); True keeps the quota on until the replay ends
     quota_after_window: bool = False
@@ -892,6 +906,7 @@ class Decision:
     eta: dict[str, float] | None = None
     forecasts: dict[str, PoolForecast] | None = None   # replace the round's forecasts
     hp_history: dict[str, bool] | None = None          # PoolStatus.has_hp_history per pool
+    feedback: dict[str, QuotaFeedback] | None = None   # what η moved on, per pool (the log)
     reports: list[SolveReport] = field(default_factory=list)
     requeue: list[int] = field(default_factory=list)  # voluntary re-queues (e.g. Chronus leases)
 

@@ -4,9 +4,13 @@
     python tests/goldens.py                               # compare, print what differs
 
 A run's digest hashes its per-job table (CSV) and its summary without the fields that measure
-the machine rather than the simulation (wall time, events/s, solver seconds) and without the
-eviction causes (`CAUSE_JOB_COLUMNS`, `CAUSE_SUMMARY_KEYS`). An instance's
-digest hashes the greedy and MILP answers of `solve_round` without their times. The "fast" set
+the machine rather than the simulation (wall time, events/s, solver seconds), without the
+eviction causes (`CAUSE_JOB_COLUMNS`, `CAUSE_SUMMARY_KEYS`) and without the policy's name and
+self-description (``policy``, ``policy_options``: a renamed variant or a re-described option
+runs the same simulation). An instance's digest hashes the greedy and MILP answers of
+`solve_round` under policy `gfs` without their times and notes (``held_back``, what `gfs` holds
+back, is reported beside its answer, not part of it); ``paper/`` digests the default question
+(`gfs-paper`) the same way. The "fast" set
 (the greedy answers of ``instances/``, the MILP answers
 of the tiny instances, gfs and yarn-cs on ``ref-toy``, yarn-cs on ``small``) runs in the default
 test suite; the "slow" set (every other policy on ``ref-toy`` and on ``small``, ``paper-a100`` at medium load
@@ -39,7 +43,8 @@ def _sha(text: str) -> str:
 def _strip_times(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _strip_times(v) for k, v in obj.items()
-                if k not in ("time_s", "total_time_s") and not k.endswith("_s")}
+                if k not in ("time_s", "total_time_s", "notes", "held_back")
+                and not k.endswith("_s")}
     if isinstance(obj, list):
         return [_strip_times(v) for v in obj]
     return obj
@@ -59,7 +64,7 @@ def run_digest(setup: str, policy: str) -> str:
 
     opts = options_for(policy, {"forecaster": "ets", "time_limit": MILP_LIMIT_S})
     out = run(RunSpec.from_setup(setup, policy=policy, policy_options=opts))
-    left_out = TIMING_KEYS | CAUSE_SUMMARY_KEYS | {"trace_notes"}
+    left_out = TIMING_KEYS | CAUSE_SUMMARY_KEYS | {"trace_notes", "policy", "policy_options"}
     summary = {k: v for k, v in out.summary.items() if k not in left_out}
     reports = [{k: v for k, v in r.items() if k != "total_time_s"}
                for r in out.summary.get("solver_reports", [])]
@@ -68,12 +73,13 @@ def run_digest(setup: str, policy: str) -> str:
     return _sha(jobs.to_csv(index=False) + doc)
 
 
-def instance_digest(path: Path, method: str) -> str:
+def instance_digest(path: Path, method: str, policy: str = "gfs") -> str:
     from gfs_opt.instance import load_round
     from gfs_opt.instance.solve_round import solve_round
     from gfs_opt.solve import SolverOptions
 
-    res = solve_round(load_round(path), method, "all", SolverOptions(time_limit=MILP_LIMIT_S))
+    res = solve_round(load_round(path), method, "all", SolverOptions(time_limit=MILP_LIMIT_S),
+                      policy=policy)
     return _sha(json.dumps(_strip_times(res.as_dict()), sort_keys=True, default=str))
 
 
@@ -84,7 +90,8 @@ def cases(which: str) -> dict[str, Callable[[], str]]:
     out: dict[str, Callable[[], str]] = {}
     instances = sorted((REPO / "instances").glob("*.json"))
     # ref-toy lives in the data folder: small/yarn-cs keeps a simulator run in the fast set without it
-    fast_runs = {("ref-toy", "gfs"), ("ref-toy", "yarn-cs"), ("small", "yarn-cs")}
+    fast_runs = {("ref-toy", "gfs"), ("ref-toy", "gfs-paper"), ("ref-toy", "yarn-cs"),
+                 ("small", "yarn-cs")}
     for setup in ("small", "ref-toy"):
         for pol in POLICIES:
             if ((setup, pol) in fast_runs) == (which == "fast"):
@@ -92,6 +99,7 @@ def cases(which: str) -> dict[str, Callable[[], str]]:
     if which == "fast":
         for f in instances:
             out[f"greedy/{f.stem}"] = lambda f=f: instance_digest(f, "greedy")
+            out[f"paper/greedy/{f.stem}"] = lambda f=f: instance_digest(f, "greedy", "gfs-paper")
             if f.stem.startswith("tiny-"):
                 out[f"milp/{f.stem}"] = lambda f=f: instance_digest(f, "milp")
     else:

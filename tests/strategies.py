@@ -63,13 +63,11 @@ def params(draw: st.DrawFn) -> Params:
         quota_refresh_s=draw(st.sampled_from([60.0, 300.0, 900.0])),
         eta_min=eta_min,
         eta_max=draw(st.floats(eta_min, 4.0)),
-        eta_static=draw(st.booleans()),
         eval_start=eval_start,
         eval_end=draw(st.one_of(st.just(math.inf), _times(eval_start, 2 * _T_MAX))),
         restart_small_s=draw(st.sampled_from([0.0, 40.0])),
         restart_large_s=draw(st.sampled_from([0.0, 60.0, 90.5])),
         hard_guarantee=draw(st.booleans()),
-        pool_aggregation=draw(st.sampled_from(["independent", "sum-quantiles"])),
     )
 
 
@@ -151,8 +149,7 @@ def rounds(draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 12, max_pools: i
             std=np.array(draw(st.lists(st.floats(0, 500), min_size=h, max_size=h))),
             samples=None if samples is None else np.array(
                 [draw(st.lists(vals, min_size=h, max_size=h)) for _ in range(samples)]))
-    statuses = {pool: PoolStatus(eta=draw(st.floats(0.1, 2.0)), recent_failed=draw(st.integers(0, 50)),
-                                 recent_succeeded=draw(st.integers(0, 50)), failed=draw(st.integers(0, 999)),
+    statuses = {pool: PoolStatus(eta=draw(st.floats(0.1, 2.0)), failed=draw(st.integers(0, 999)),
                                  succeeded=draw(st.integers(0, 999)),
                                  oldest_lp_wait=draw(_times(0, 1e5)), has_hp_history=draw(st.booleans()))
                 for pool in draw(st.lists(st.sampled_from(pools), unique=True))}

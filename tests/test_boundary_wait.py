@@ -19,7 +19,8 @@ from gfs_opt.instance.solve_round import solve_round
 from gfs_opt.model import MILLI, ClusterState, Decision, Job, JobClass, Params, Round, RunningJob
 from gfs_opt.policies import POLICIES, make_policy
 from gfs_opt.policies.base import ComposedPolicy
-from gfs_opt.policies.gfs import NOTICE_H, GFSPolicy
+from gfs_opt.policies.departures import NOTICE_H
+from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.policies.gfs_milp import GFSMilpPolicy
 from gfs_opt.preempt.boundary import at_boundary, held_reserves, patient_gangs
 from gfs_opt.preempt.objective import check_decision
@@ -230,11 +231,12 @@ def test_policy_options_and_description() -> None:
     assert pol.wakes_at_window_ends and pol.options()["hp_wait_h"] == 1.0
     assert "window boundaries" in pol.parts()["victims"]
     plain = make_policy("gfs-no-wait")
-    assert not plain.wakes_at_window_ends and plain.options()["hp_wait_h"] == 0.0
+    assert not plain.wakes_at_window_ends and "hp_wait_h" not in plain.options()
+    assert plain.patience is None and plain.hp_wait_s == 0.0
     assert "window boundaries" not in plain.parts()["victims"]
     with pytest.raises(ValueError, match="hp_wait_h"):
         GFSPolicy(hp_wait_h=-1.0)
-    assert POLICIES["gfs-no-wait"][1] == {"hp_wait_h": 0.0, "hp_notice_h": 0.0}
+    assert "wait" not in POLICIES["gfs-no-wait"][1]["departures"].split("+")
     assert make_policy("gfs-milp").hp_wait_s == 3600.0
     assert pol.options()["hp_notice_h"] == NOTICE_H and pol.hp_notice_s == NOTICE_H * 3600.0
     assert "notice" in pol.parts()["victims"] and "notice" not in plain.parts()["victims"]

@@ -204,16 +204,16 @@ def test_copies_share_job_maps_copy_on_write(ops: list[tuple[int, int, int, str]
 def test_record_shortcuts_equal_dataclass_replace(counts: tuple[int, int, int, int], wait: float,
                                                   flags: tuple[bool, bool], t: float) -> None:
     """The engine's hot-path copies of `PoolStatus` and `RunningJob` (`counted`,
-    `with_recent`, `checkpointed`) are exactly `dataclasses.replace` of the fields they change."""
+    `with_wait`, `checkpointed`) are exactly `dataclasses.replace` of the fields they change."""
     from dataclasses import replace
 
     from gfs_opt.model import PoolStatus, RunningJob
 
-    status = PoolStatus(0.5, *counts, wait, flags[0])
+    status = PoolStatus(0.5, counts[0], counts[1], wait, flags[0])
     assert status.counted(flags[1]) == (replace(status, succeeded=status.succeeded + 1)
                                         if flags[1] else replace(status, failed=status.failed + 1))
-    assert status.with_recent(counts[3], counts[0], t) == replace(
-        status, recent_succeeded=counts[3], recent_failed=counts[0], oldest_lp_wait=t)
+    assert status.with_wait(t, float(counts[2])) == replace(
+        status, oldest_lp_wait=t, hp_whole_gpus=float(counts[2]))
     rj = RunningJob(Job(7, "o", "A", JobClass.LP, 2000, 2, 1.0, 9.0), 3.0, 4.0, 5.0,
                     ((0, (0, 1)), (1, (2, 3))), counts[0])
     assert rj.checkpointed(t) == replace(rj, last_ckpt=t, window_start=t)

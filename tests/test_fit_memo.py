@@ -31,7 +31,7 @@ from gfs_opt.preempt.scoring import place_gang
 from gfs_opt.sim.engine import SimConfig, Simulator
 
 
-@pytest.mark.parametrize("policy", ["yarn-cs", "yarn-cs+sqa", "lyra", "gfs", "gfs-pts-order"])
+@pytest.mark.parametrize("policy", ["yarn-cs", "yarn-cs+sqa", "lyra", "gfs", "gfs-no-aged-order"])
 def test_replay_is_the_same_without_the_memo(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     trace, lo, hi = prepare_trace(RunSpec.from_setup(TOY_SETUP, policy=policy))
     skipped: list[int] = []
@@ -72,7 +72,7 @@ def test_replay_is_the_same_without_the_memo(policy: str, monkeypatch: pytest.Mo
     with_memo = replay()
     assert sum(skipped) > 0, "no pool pass was skipped: the case does not exercise the memo"
     assert sum(kept) > 0, "no shape outlived a release: the case does not exercise lacks_room"
-    if policy in ("lyra", "gfs", "gfs-pts-order"):   # no head-of-line blocking: passes are told
+    if policy in ("lyra", "gfs", "gfs-no-aged-order"):   # no head-of-line blocking: passes are told
         # from earlier ones
         assert sum(repeats) > 0, "no LP pass found an idle pass to build on"
     monkeypatch.setattr(FitMemo, "known", lambda *_a, **_k: None)

@@ -14,8 +14,8 @@ from gfs_opt.experiments.feedback_plot import feedback_over_time, plot_feedback
 from gfs_opt.experiments.reproduce.plan import load_run
 from gfs_opt.experiments.runner import RunOutput, RunSpec, run
 from gfs_opt.model import Params
+from gfs_opt.quota.ledger import EtaLedger
 from gfs_opt.quota.rule import demand_bound
-from gfs_opt.sim.engine import Simulator
 from gfs_opt.sim.recorder import FEEDBACK_COLUMNS
 
 
@@ -56,15 +56,15 @@ def test_feedback_rows_agree_with_the_quota_rule(gfs_small: RunOutput) -> None:
 
 def test_feedback_plans_are_read_afresh_when_the_forecast_or_eta_moves(
         gfs_small: RunOutput, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`Simulator._plan_gpus` keeps a pool's plan while its forecast and η stay: the log is the
+    """`EtaLedger.plan_gpus` keeps a pool's plan while its forecast and η stay: the log is the
     one a replay that computes U_0 at every refresh writes."""
-    def afresh(self: Simulator, pool: str) -> float:
+    def afresh(self: EtaLedger, pool: str) -> float:
         fc = self.forecasts.get(pool)
         if fc is None or len(fc.mean) == 0:
             return math.nan
-        return float(demand_bound(fc, self.params.rho, self.pool_status[pool].eta)[0])
+        return float(demand_bound(fc, self.params.rho, self.eta.get(pool, 1.0))[0])
 
-    monkeypatch.setattr(Simulator, "_plan_gpus", afresh)
+    monkeypatch.setattr(EtaLedger, "plan_gpus", afresh)
     again = run(gfs_small.spec)
     assert gfs_small.feedback is not None and again.feedback is not None
     assert gfs_small.feedback["plan_gpus"].notna().sum() > 0

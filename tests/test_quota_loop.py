@@ -4,7 +4,7 @@ the quota lifted after the scored window, the `+sqa` baselines, and what the quo
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 import numpy as np
@@ -13,35 +13,62 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from gfs_opt.errors import GfsError
 from gfs_opt.model import (
     ClusterState,
     Decision,
+    EtaEvidence,
     Job,
     JobClass,
     Params,
     PoolForecast,
-    PoolStatus,
     Round,
 )
 from gfs_opt.pending import QueueOrder
 from gfs_opt.policies import POLICIES, family, make_policy, options_for, settable_options
 from gfs_opt.preempt.scoring import BEST_FIT
 from gfs_opt.quota.admission import lp_pass, quota_for, quota_wait
-from gfs_opt.quota.rule import (
+from gfs_opt.quota.eta import (
     QUOTA_WAIT_S,
+    AttributableEta,
+    PaperEta,
     band_breaks_promise,
     band_rate,
-    demand_bound,
-    free_of_hp,
-    pool_quota,
-    update_eta,
 )
+from gfs_opt.quota.ledger import EtaLedger
+from gfs_opt.quota.rule import demand_bound, free_of_hp, pool_quota
 from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import SimConfig, Simulator
 from gfs_opt.sim.metrics import summarize
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 
 HP, LP = JobClass.HP, JobClass.LP
+RULES = {"paper": PaperEta(), "attributable": AttributableEta()}
+
+
+@dataclass(frozen=True)
+class EtaState:
+    """A pool's η and the evidence its feedback reads (what a quota refresh hands a rule)."""
+
+    eta: float = 1.0
+    recent_failed: int = 0
+    recent_succeeded: int = 0
+    recent_failed_quota: int = 0
+    eta_windows: int = 0
+    eta_failed_quota: int = 0
+    band_windows: float = 0.0
+    band_failed: float = 0.0
+
+    @property
+    def evidence(self) -> EtaEvidence:
+        return EtaEvidence(self.recent_succeeded, self.recent_failed, self.recent_failed_quota,
+                           self.eta_windows, self.eta_failed_quota, self.band_windows,
+                           self.band_failed)
+
+
+def update_eta(state: EtaState, params: Params, wait: float | None,
+               rule: str = "paper") -> float:
+    return RULES[rule].update(state.eta, state.evidence, params, wait)
 Z90 = NormalDist().inv_cdf(0.9)
 DAY = 86_400.0
 
@@ -90,7 +117,7 @@ def test_quota_grows_with_eta_and_stays_in_the_pool(mu: float, sigma: float, cap
 ])
 def test_update_eta_hand_numbers(eta: float, failed: int, ok: int, wait: float | None,
                                  expected: float) -> None:
-    status = PoolStatus(eta=eta, recent_failed=failed, recent_succeeded=ok)
+    status = EtaState(eta=eta, recent_failed=failed, recent_succeeded=ok)
     assert update_eta(status, Params(), wait) == pytest.approx(expected)
     assert status.eta == eta                      # a pure function of its inputs
 
@@ -98,15 +125,14 @@ def test_update_eta_hand_numbers(eta: float, failed: int, ok: int, wait: float |
 @settings(max_examples=300, deadline=None)
 @given(eta=st.floats(0.1, 10), failed=st.integers(0, 50), ok=st.integers(0, 50),
        wait=st.one_of(st.none(), st.floats(0, 1e6)), lo=st.floats(0.05, 1), hi=st.floats(1, 20),
-       static=st.booleans())
+       rule=st.sampled_from(sorted(RULES)))
 def test_eta_stays_within_its_bounds(eta: float, failed: int, ok: int, wait: float | None,
-                                     lo: float, hi: float, static: bool) -> None:
-    p = Params(eta_min=lo, eta_max=hi, eta_static=static)
+                                     lo: float, hi: float, rule: str) -> None:
+    p = Params(eta_min=lo, eta_max=hi)
     eta = min(hi, max(lo, eta))
-    new = update_eta(PoolStatus(eta=eta, recent_failed=failed, recent_succeeded=ok), p, wait)
+    new = update_eta(EtaState(eta=eta, recent_failed=failed, recent_succeeded=ok,
+                              eta_windows=failed + ok, eta_failed_quota=failed), p, wait, rule)
     assert lo <= new <= hi
-    if static:
-        assert new == eta
 
 
 @settings(max_examples=100, deadline=None)
@@ -119,7 +145,7 @@ def test_eta_recovers_from_any_value_while_lp_waits_on_the_quota(start: float, l
     eta = min(hi, max(lo, start))
     hours = 0
     while eta < hi:
-        eta = update_eta(PoolStatus(eta=eta), p, 2 * QUOTA_WAIT_S)
+        eta = update_eta(EtaState(eta=eta), p, 2 * QUOTA_WAIT_S)
         hours += 1
         assert hours <= math.ceil(math.log(hi / lo) / math.log(1.5)) + 1
     assert eta == hi
@@ -127,10 +153,10 @@ def test_eta_recovers_from_any_value_while_lp_waits_on_the_quota(start: float, l
 
 def test_eta_shrinks_under_evictions_then_regrows() -> None:
     p, eta = Params(), 1.0
-    eta = update_eta(PoolStatus(eta=eta, recent_failed=5, recent_succeeded=5), p, 1e4)
+    eta = update_eta(EtaState(eta=eta, recent_failed=5, recent_succeeded=5), p, 1e4)
     assert eta == pytest.approx(0.2)
     for _ in range(3):
-        eta = update_eta(PoolStatus(eta=eta), p, 1e4)
+        eta = update_eta(EtaState(eta=eta), p, 1e4)
     assert eta == pytest.approx(0.2 * 1.5 ** 3)
 
 
@@ -215,11 +241,11 @@ def test_gfs_ages_its_lp_queue_by_a_day_and_the_ablation_does_not() -> None:
     pol = make_policy("gfs")
     assert pol.order.lp_age_s == 24 * 3600.0 and pol.options()["lp_age_h"] == 24.0
     assert "waiting > 24 h first" in pol.parts()["queue order"]
-    paper = make_policy("gfs-pts-order")
-    assert not paper.order.ages and paper.options()["lp_age_h"] is None
+    paper = make_policy("gfs-no-aged-order")
+    assert not paper.order.ages and "lp_age_h" not in paper.options()
     assert paper.parts()["queue order"] == "PTS (largest first)"
-    assert not make_policy("gfs", lp_age_h=math.inf).order.ages
-    with pytest.raises(ValueError, match="lp_age_h"):
+    assert not make_policy("gfs-paper").order.ages
+    with pytest.raises(GfsError, match="lp_age_h"):
         make_policy("gfs", lp_age_h=0)
 
 
@@ -515,7 +541,7 @@ def test_defer_until_finds_the_first_later_job_that_holds_the_line(
 
 # ---- GFS's η rule: only quota-attributable evictions move it down (issue 40) ------------------
 @st.composite
-def statuses(draw: st.DrawFn, attributable: bool = True) -> PoolStatus:
+def statuses(draw: st.DrawFn, attributable: bool = True) -> EtaState:
     failed = draw(st.integers(0, 50))
     ok = draw(st.integers(0, 200))
     quota = draw(st.integers(0, failed)) if attributable else 0
@@ -524,13 +550,13 @@ def statuses(draw: st.DrawFn, attributable: bool = True) -> PoolStatus:
     band = draw(st.floats(0, 500))
     # a band failure is an attributable one (η's share of an overrun above the plan)
     band_failed = draw(st.floats(0, band)) if attributable else 0.0
-    return PoolStatus(eta=draw(st.floats(0.1, 10)), recent_failed=failed, recent_succeeded=ok,
-                      recent_failed_quota=quota, eta_windows=day, eta_failed_quota=day_quota,
-                      band_windows=band, band_failed=band_failed)
+    return EtaState(eta=draw(st.floats(0.1, 10)), recent_failed=failed, recent_succeeded=ok,
+                    recent_failed_quota=quota, eta_windows=day, eta_failed_quota=day_quota,
+                    band_windows=band, band_failed=band_failed)
 
 
 @given(status=statuses(), wait=st.one_of(st.none(), st.floats(0, 1e6)))
-def test_attributable_eta_stays_in_bounds(status: PoolStatus, wait: float | None) -> None:
+def test_attributable_eta_stays_in_bounds(status: EtaState, wait: float | None) -> None:
     p = Params()
     eta = update_eta(status, p, wait, rule="attributable")
     assert p.eta_min <= eta <= p.eta_max
@@ -538,7 +564,7 @@ def test_attributable_eta_stays_in_bounds(status: PoolStatus, wait: float | None
 
 @given(status=statuses(attributable=False), waits=st.lists(st.one_of(st.none(), st.floats(0, 1e5)),
                                                           min_size=1, max_size=48))
-def test_eta_never_shrinks_without_attributable_evictions(status: PoolStatus,
+def test_eta_never_shrinks_without_attributable_evictions(status: EtaState,
                                                          waits: list[float | None]) -> None:
     # however many windows fail, none the quota answers for: η never goes down, so it cannot
     # sit at its floor unless it started there
@@ -554,13 +580,13 @@ def test_eta_never_shrinks_without_attributable_evictions(status: PoolStatus,
 
 @given(status=statuses(), wait=st.one_of(st.none(), st.floats(0, 1e6)))
 def test_eta_grows_above_one_only_while_the_growth_band_keeps_the_promise(
-        status: PoolStatus, wait: float | None) -> None:
+        status: EtaState, wait: float | None) -> None:
     p = Params()
     eta = update_eta(status, p, wait, rule="attributable")
     unbanded = update_eta(replace(status, band_windows=0.0, band_failed=0.0), p, wait,
                           rule="attributable")
-    if band_breaks_promise(status, p.rho):
-        assert band_rate(status) > 1 - p.rho
+    if band_breaks_promise(status.evidence, p.rho):
+        assert band_rate(status.evidence) > 1 - p.rho
         assert eta <= max(status.eta, 1.0)
         assert eta == min(unbanded, max(status.eta, 1.0))   # a fall, or growth up to 1, as before
     else:
@@ -572,15 +598,15 @@ def test_growth_band_holds_eta_in_hand_numbers() -> None:
     wait = 2 * QUOTA_WAIT_S
     # the pool's windows fail at 1 % (grow: ×1.4), but its growth band's at 20 % over the day,
     # above the promise 1 − ρ = 10 % beyond the noise of 50 windows
-    calm = PoolStatus(eta=2.0, eta_windows=100, eta_failed_quota=1, band_windows=50.0,
-                      band_failed=10.0)
-    assert band_rate(calm) == pytest.approx(0.2) and band_breaks_promise(calm, p.rho)
+    calm = EtaState(eta=2.0, eta_windows=100, eta_failed_quota=1, band_windows=50.0,
+                    band_failed=10.0)
+    assert band_rate(calm.evidence) == pytest.approx(0.2) and band_breaks_promise(calm.evidence, p.rho)
     assert update_eta(calm, p, wait, rule="attributable") == 2.0
     # the paper's rule reads no band (and no window of the last H hours: ER = 0): ×1.5
     assert update_eta(calm, p, wait, rule="paper") == pytest.approx(3.0)
     # 12 % of 50 windows is within the noise of 10 %; 12 % of 1,000 is not
-    assert not band_breaks_promise(replace(calm, band_failed=6.0), p.rho)
-    assert band_breaks_promise(replace(calm, band_windows=1000.0, band_failed=120.0), p.rho)
+    assert not band_breaks_promise(replace(calm, band_failed=6.0).evidence, p.rho)
+    assert band_breaks_promise(replace(calm, band_windows=1000.0, band_failed=120.0).evidence, p.rho)
     # the band keeping the promise (8 %): growth as before
     assert update_eta(replace(calm, band_failed=4.0), p, wait,
                       rule="attributable") == pytest.approx(2.8)
@@ -594,8 +620,8 @@ def test_growth_band_holds_eta_in_hand_numbers() -> None:
 
 def test_paper_rule_shrinks_where_the_attributable_rule_does_not() -> None:
     # 5 of 10 windows failed in the last H hours, none while HP exceeded the plan
-    st_ = PoolStatus(eta=1.0, recent_failed=5, recent_succeeded=5, recent_failed_quota=0,
-                     eta_windows=40, eta_failed_quota=0)
+    st_ = EtaState(eta=1.0, recent_failed=5, recent_succeeded=5, recent_failed_quota=0,
+                   eta_windows=40, eta_failed_quota=0)
     p = Params()
     assert update_eta(st_, p, None, rule="paper") == pytest.approx(0.2)
     assert update_eta(st_, p, None, rule="attributable") == 1.0
@@ -609,11 +635,11 @@ def test_paper_rule_shrinks_where_the_attributable_rule_does_not() -> None:
     assert update_eta(after, p, None, rule="attributable") == pytest.approx(0.2)
     assert update_eta(after, p, None, rule="paper") == pytest.approx(p.eta_min)
     # growth needs a low attributable rate over eta_window_h and an LP job waiting on the quota
-    calm = PoolStatus(eta=1.0, recent_succeeded=10, eta_windows=100, eta_failed_quota=1)
+    calm = EtaState(eta=1.0, recent_succeeded=10, eta_windows=100, eta_failed_quota=1)
     assert update_eta(calm, p, 2 * QUOTA_WAIT_S, rule="attributable") == pytest.approx(1.4)
     assert update_eta(calm, p, None, rule="attributable") == 1.0
-    with pytest.raises(ValueError, match="unknown η rule"):
-        update_eta(calm, p, None, rule="sometimes")
+    with pytest.raises(ValueError, match="eta_window_h must be a positive"):
+        AttributableEta(window_h=0.0)
 
 
 def _gfs_small_replay() -> tuple[Simulator, Params]:
@@ -626,10 +652,17 @@ def _gfs_small_replay() -> tuple[Simulator, Params]:
                       SimConfig(eval_start=lo, eval_end=hi)), params)
 
 
+def _ledger(sim: Simulator) -> EtaLedger:
+    assert sim.policy.spot is not None    # the simulator has reset the policy: its ledger exists
+    return sim.policy.spot.ledger
+
+
 def test_eta_evidence_is_the_windows_since_eta_last_moved() -> None:
     # recount, from the engine's last-H-hours outcomes, the windows ended after the refresh
     # that last moved η and within eta_window_h: that is what every refresh hands the η rule
-    sim, params = _gfs_small_replay()
+    sim, _params = _gfs_small_replay()
+    ledger = _ledger(sim)
+    window_s = sim.policy.spot.eta_rule.window_h * 3600
     moved: dict[str, tuple[float, int]] = {}   # pool → (time of η's last move, outcomes it read then)
     checked = moves = 0
 
@@ -638,16 +671,17 @@ def test_eta_evidence_is_the_windows_since_eta_last_moved() -> None:
         if not rnd.quota_due:
             return
         for pool in rnd.state.pools:
-            status = rnd.pool_status(pool)
+            status, reading = rnd.pool_status(pool), ledger.reading(pool)
+            recent = ledger.pools[pool].recent
             at, read = moved.get(pool, (-math.inf, 0))
-            outcomes = [(t, quota) for t, _ok, quota in sim.recent[pool]
-                        if t >= max(at, rnd.time - params.eta_window_h * 3600)]
+            outcomes = [(t, quota) for t, _ok, quota in recent
+                        if t >= max(at, rnd.time - window_s)]
             outcomes = outcomes[read:] if outcomes and outcomes[0][0] == at else outcomes
-            assert status.eta_windows == len(outcomes)
-            assert status.eta_failed_quota == sum(q for _t, q in outcomes)
-            checked += status.eta_windows > 0
+            assert reading.eta_windows == len(outcomes)
+            assert reading.eta_failed_quota == sum(q for _t, q in outcomes)
+            checked += reading.eta_windows > 0
             if decision.eta is not None and decision.eta.get(pool, status.eta) != status.eta:
-                moved[pool] = (rnd.time, sum(t == rnd.time for t, _ok, _q in sim.recent[pool]))
+                moved[pool] = (rnd.time, sum(t == rnd.time for t, _ok, _q in recent))
                 moves += 1
 
     sim.on_decision = check
@@ -659,7 +693,9 @@ def test_growth_band_outcomes_come_from_eta_above_one() -> None:
     # the band's day of outcomes, recounted from the engine's log: only windows that ended while
     # η > 1 weigh in, each success by at most 1 and each failure by η's share (≤ 1) of its
     # overrun; what every refresh hands the η rule is their sum over eta_band_window_h
-    sim, params = _gfs_small_replay()
+    sim, _params = _gfs_small_replay()
+    ledger = _ledger(sim)
+    band_s = sim.policy.spot.eta_rule.band_window_h * 3600
     above: dict[str, list[tuple[float, float]]] = {}   # pool → (from, to) times with η > 1
     banded = broken = kept = 0
 
@@ -668,9 +704,9 @@ def test_growth_band_outcomes_come_from_eta_above_one() -> None:
         if not rnd.quota_due:
             return
         for pool in rnd.state.pools:
-            status = rnd.pool_status(pool)
-            day = [(t, w, f) for t, w, f in sim.band_outcomes[pool]
-                   if t >= rnd.time - params.eta_band_window_h * 3600]
+            status, eta_now = ledger.reading(pool), rnd.pool_status(pool).eta
+            day = [(t, w, f) for t, w, f in ledger.pools[pool].band
+                   if t >= rnd.time - band_s]
             assert status.band_windows == pytest.approx(sum(w for _t, w, _f in day), abs=1e-6)
             assert status.band_failed == pytest.approx(sum(f for _t, _w, f in day), abs=1e-6)
             assert status.band_failed <= status.band_windows
@@ -680,7 +716,7 @@ def test_growth_band_outcomes_come_from_eta_above_one() -> None:
             banded += status.band_windows > 0
             broken += status.band_failed > 0
             kept += status.band_windows > status.band_failed + 1e-9
-            new = (decision.eta or {}).get(pool, status.eta)
+            new = (decision.eta or {}).get(pool, eta_now)
             spans = above.setdefault(pool, [])
             if new > 1 and not (spans and spans[-1][1] == math.inf):
                 spans.append((rnd.time, math.inf))

@@ -72,7 +72,7 @@ def test_quick_writes_report_tables_and_figures(quick_run: tuple[Path, Path, str
     assert 0.0 <= gfs["lp_eviction_rate"] <= 1.0 and gfs["hp_evictions"] == 0
     assert set(doc["summaries"]["ablations"]["medium"]) == {
         "gfs", "gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims",
-        "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-paper-eta"}
+        "gfs-no-shape", "gfs-no-gang-victims", "gfs-no-beside", "gfs-no-attributable-eta"}
     assert "[17/17]" in stdout and "report:" in stdout   # progress was printed
     trace = pd.read_csv(run_dir / "runs" / "small" / "medium" / "gfs" / "quota_trace.csv")
     assert len(trace) and (trace["fc_lo"] <= trace["fc_hi"] + 1e-9).all()
@@ -130,7 +130,7 @@ def test_plan_covers_the_paper() -> None:
     assert ("medium", "gfs-milp") in grid
     assert {c.policy for c in cells if c.group == "ablations"} == {
         "gfs", "gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims",
-        "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-paper-eta"}
+        "gfs-no-shape", "gfs-no-gang-victims", "gfs-no-beside", "gfs-no-attributable-eta"}
     assert cfg.full_setup == "full"
     sweep = [c for c in cells if c.group == "rho"]
     assert len({c.key for c in sweep}) == len(cfg.rho_sweep) >= 3

@@ -160,7 +160,7 @@ def test_compare_in_worker_processes_gives_the_same_table(tiny_trace: Path, tmp_
 def test_compare_bad_inputs(tiny_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--policies",
                               "gfs,bogus", "--no-progress")
-    assert_one_line_error(code, err, "unknown policy ['bogus']")
+    assert_one_line_error(code, err, "unknown policy 'bogus'")
     code, _out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--setup", "small",
                               "--no-progress")
     assert_one_line_error(code, err, "either --setup or --trace")

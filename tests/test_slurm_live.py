@@ -284,6 +284,34 @@ def test_controller_requeues_the_pts_victim(cluster: ClusterSpec, client: SlurmC
     assert all(jobs_by_id(client)[i].restarts == 0 for i in [*spots[:-1], hp])
 
 
+def test_evictions_on_the_live_cluster_shrink_gfs_eta(cluster: ClusterSpec, client: SlurmClient,
+                                                      tmp_path: Path) -> None:
+    """η's evidence is the quota's own ledger, fed by the outcomes the controller reports: the
+    windows its requeues break (soft guarantee, so inside the window) move gfs's η down at the
+    next hourly feedback, as they would in the simulator."""
+    runs = tmp_path / "runs"
+    spots = []
+    for _ in range(4):
+        spots.append(submit(client, runs, "spot-1h", 8, 600, account="org-b"))
+        assert _wait(lambda: jobs_by_id(client)[spots[-1]].running, 20)
+    ctl = controller(cluster, tmp_path, protect_windows=False)
+    ctl.poll()                                        # the first refresh: η = 1, no evidence
+    assert ctl.status["A100"].eta == 1.0
+    hps = [submit(client, runs, "hp", 8, 600) for _ in range(2)]
+    # poll through the next hourly η feedback (3,600 trace s = 30 s wall at ×120)
+    deadline = time.time() + 3600.0 / SPEEDUP + 30
+    while time.time() < deadline and ctl.status["A100"].eta == 1.0:
+        ctl.poll()
+        time.sleep(0.5)
+    requeues = actions(tmp_path / "controller.jsonl", "requeue")
+    assert len(requeues) >= 2 and all("INSIDE" in r["reason"] for r in requeues)
+    assert ctl.brain is not None
+    evidence = ctl.brain.evidence("A100")
+    assert evidence.recent_failed >= 2 and evidence.eta_failed_quota >= 2
+    assert ctl.status["A100"].eta < 1.0               # shrunk on the evictions
+    assert all(jobs_by_id(client)[h].restarts == 0 for h in hps)
+
+
 # ---- short replay --------------------------------------------------------------------------------
 def test_short_replay_with_gfs(cluster: ClusterSpec, tmp_path: Path) -> None:
     from gfs_opt.slurm.plan import build_plan

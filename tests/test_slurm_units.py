@@ -183,7 +183,7 @@ def test_window_tracker_counts_like_the_simulator() -> None:
     ev = tr.update([requeued], clock)
     assert [e.ok for e in ev] == [False] and ev[0].nodes == ("n2",)
     st = tr.filled(PoolStatus())
-    assert (st.recent_succeeded, st.recent_failed, st.succeeded, st.failed) == (2, 1, 2, 1)
+    assert (st.succeeded, st.failed) == (2, 1)
     c1h, c1d = tr.node_evictions(["n1", "n2"], clock.now())
     assert c1h.tolist() == [0, 1] and c1d.tolist() == [0, 1]
     again = LiveJob.from_json(squeue_record(1, "spot-1h", start=now, node="n1"))
@@ -193,6 +193,33 @@ def test_window_tracker_counts_like_the_simulator() -> None:
 
 
 # ---- the adapter's quota is the simulator's -----------------------------------------------------
+@pytest.mark.parametrize("policy", ["gfs", "gfs-paper"])
+def test_evictions_reported_by_a_live_controller_shrink_eta(policy: str) -> None:
+    """The live controller reports window outcomes to the policy's own ledger, as the simulator
+    does: 8 of 10 recent windows broken (no plan yet, so every one is the quota's to answer for)
+    with LP waiting on the quota shrink η — to (1 − ρ)/ER — under gfs's rule as under the
+    paper's, where the controller's old status (recent counts only) grew gfs's η to its ceiling."""
+    from gfs_opt.model import WindowOutcome
+    from gfs_opt.slurm.bridge import GfsBrain
+
+    nodes = [f"n{i}" for i in range(1, 5)]
+    clock = TraceClock(time.time(), 0.0, 1.0)
+    params = Params(eval_start=0.0, eval_end=30 * 86_400.0)
+    view = build_round([], nodes, 8, "P", clock, params, {"P": PoolStatus()})
+    brain = GfsBrain(params, "seasonal-naive", pd.Timestamp("2024-03-01"), view.rnd.state,
+                     policy=policy)
+    rnd = dataclasses.replace(view.rnd, quota_due=True)
+    assert brain.refresh(dataclasses.replace(rnd, time=0.0)).eta == {"P": 1.0}
+    for k in range(10):
+        brain.observe_window(WindowOutcome(600.0 + k, "P", ok=k >= 8, lp_milli=16 * MILLI,
+                                           hp_milli=None if k >= 8 else 24 * MILLI))
+    later = dataclasses.replace(rnd, time=3600.0,
+                                pools={"P": PoolStatus(eta=1.0)})
+    eta = brain.refresh(later).eta["P"]
+    assert brain.evidence("P").recent_failed == 8
+    assert eta == pytest.approx(0.1 / 0.8)
+
+
 
 
 def test_brain_quota_is_the_quota_rule() -> None:

@@ -135,7 +135,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({**BASE, "params": {"\n": None}}, 'key \'params["\\n"]\': unknown key'),
     ({**BASE, "params": {"guarantee_classes": [1, -2]}}, "key 'params.guarantee_classes[0][1]'"),
     ({**BASE, "params": {"horizon_h": 2.5}}, "key 'params.horizon_h[0]'"),
-    ({**BASE, "params": {"pool_aggregation": "max"}}, "key 'params.pool_aggregation[0]'"),
+    ({**BASE, "params": {"pool_aggregation": "max"}}, "key 'params.pool_aggregation'"),
     ({**BASE, "options": {"forecaster": "oracle"}}, "key 'options.forecaster[0]': unknown forecaster"),
     ({**BASE, "options": {"lease": 3}}, "key 'options.lease': no policy of this sweep takes it"),
     ({**BASE, "options": {"forecaster": [["a"]]}}, "key 'options.forecaster[0]': policy options take"),

@@ -110,6 +110,12 @@ class LazyHelp(str):
         return self._make().replace("%", "%%") % params  # type: ignore[attr-defined]
 
 
+#: how a policy's own options are given wherever a policy is named
+POLICY_OPTIONS_HELP = ("each takes its own options as NAME[key=value,...], e.g. "
+                       "'gfs[hp_notice_h=0.0333]' or 'gfs-paper' (the published GFS); a wrong "
+                       "option is refused with the ones the policy takes")
+
+
 def policy_names() -> str:
     from gfs_opt.policies import POLICIES
 

@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder with node_info_df.csv + job_info_df.csv, a trace file, or a "
                         "built-in name (small, paper-a100, synthetic; ref-toy from $GFS_DATA_DIR)")
     s.add_argument("--policy", default="gfs",
-                   help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs)"))
+                   help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs); "
+                                       + cargs.POLICY_OPTIONS_HELP))
     s.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,
                    help="scored window: dates (END exclusive) or seconds since the trace origin")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -75,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("compare", help="run several policies on the same trace and tabulate")
     c.add_argument("--policies", default=DEFAULT_POLICIES,
                    help=cargs.LazyHelp(lambda: "comma-separated, from: " + cargs.policy_names()
+                                       + "; " + cargs.POLICY_OPTIONS_HELP
                                        + " (default: GFS and both baseline families, "
                                        + DEFAULT_POLICIES + ")"))
     c.add_argument("--setup", default=None,
@@ -115,10 +117,8 @@ def _spec_kwargs(args: argparse.Namespace) -> dict:
 
 
 def _policy_options(policy: str, args: argparse.Namespace) -> dict:
-    from gfs_opt.policies import POLICIES, options_for
+    from gfs_opt.policies import options_for
 
-    if policy not in POLICIES:
-        return {}
     return options_for(policy, {"forecaster": args.forecaster})
 
 
@@ -250,12 +250,16 @@ def _compare(args: argparse.Namespace) -> int:
         loads = dict(SETUPS["paper-a100"].loads)
     else:
         loads = {"medium": 1.0}
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    from gfs_opt.policies import POLICIES
+    from gfs_opt.policies import make_policy, split_policies
 
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown:
-        raise GfsError(f"--policies: unknown policy {unknown}; choose from {', '.join(POLICIES)}")
+    policies = split_policies(args.policies)
+    for pol in policies:      # a bad name or option fails before any trace is loaded
+        try:
+            make_policy(pol)
+        except GfsError as exc:
+            raise GfsError(f"--policies: {exc}") from None
+    if len(set(policies)) < len(policies):
+        raise GfsError(f"--policies: a policy is named twice in {args.policies!r}")
     if not policies:
         raise GfsError("--policies: no policy given")
     if args.forecaster:

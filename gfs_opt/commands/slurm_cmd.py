@@ -172,6 +172,7 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
     c.add_argument("--forecaster", default="prophet",
                    help="prophet, week-peak, seasonal-naive, ets, auto (default prophet)")
     c.add_argument("--rho", type=float, default=0.9, help="guarantee probability ρ (0.9)")
+    c.add_argument("--gfs", default="gfs", metavar="VARIANT", help=GFS_VARIANT_HELP)
     c.add_argument("--history", type=Path, default=None,
                    help="CSV ds,series,y of hourly HP GPUs per 'pool|account' before the start")
     c.add_argument("--exact", action="store_true",
@@ -239,6 +240,11 @@ def register_more(ssub: argparse._SubParsersAction) -> None:
     m.set_defaults(handler=_compare)
 
 
+GFS_VARIANT_HELP = ("the GFS variant whose quota and victims the controller runs, as the "
+                    "simulator runs it: gfs (default), gfs-paper (the published GFS), any "
+                    "gfs-no-<departure>, with options as NAME[key=value,...]")
+
+
 def _replay_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,
                    help="trace slice: dates or seconds (default: the trace's first LP day, 2 h)")
@@ -254,6 +260,7 @@ def _replay_args(p: argparse.ArgumentParser) -> None:
                    help="quota refresh, trace seconds (300)")
     p.add_argument("--poll", type=_positive, default=1.0, help="controller poll, wall s (1)")
     p.add_argument("--rho", type=float, default=0.9)
+    p.add_argument("--gfs", default="gfs", metavar="VARIANT", help=GFS_VARIANT_HELP)
     p.add_argument("--exact", action="store_true", help="controller victims by the MILP")
     p.add_argument("--soft-guarantee", action="store_true",
                    help="controller may evict inside guarantee windows")
@@ -300,7 +307,7 @@ def _plan(args: argparse.Namespace, source: str, spec):
 def _replay_config(args: argparse.Namespace, policy: str):
     from gfs_opt.slurm.replay import DEFAULT_EXEMPT_MARGIN_S, DEFAULT_NET_AFTER_S, ReplayConfig
 
-    return ReplayConfig(policy=policy, speedup=args.speedup, drain_s=args.drain,
+    return ReplayConfig(policy=policy, gfs=args.gfs, speedup=args.speedup, drain_s=args.drain,
                         forecaster=args.forecaster, refresh_s=args.refresh, poll_s=args.poll,
                         exact=args.exact, protect_windows=not args.soft_guarantee, rho=args.rho,
                         exempt_margin_s=(DEFAULT_EXEMPT_MARGIN_S if args.exempt_margin is None
@@ -323,6 +330,7 @@ def _controller(args: argparse.Namespace) -> int:
     cfg = ControllerConfig(
         pool=args.pool, speedup=args.speedup, t0=args.t0, eval_end=args.eval_end,
         refresh_s=args.refresh, poll_s=args.poll, forecaster=args.forecaster, rho=args.rho,
+        policy=args.gfs,
         exact=args.exact, time_limit=args.time_limit, protect_windows=not args.soft_guarantee,
         dry_run=args.dry_run, duration_s=args.duration, origin=origin, history=args.history,
         clock_file=args.clock, log=args.log, ckpt_dir=args.ckpt_dir, ckpt_wait_s=args.ckpt_wait,

@@ -35,11 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="solve one instance file: greedy, exact MILP, or both side by side")
     p.add_argument("instance", type=Path, metavar="INSTANCE", help="instance file (JSON)")
     p.add_argument("--method", choices=METHODS, default="both")
-    p.add_argument("--policy", default="gfs",
+    p.add_argument("--policy", default="gfs-paper",
                    help=cargs.LazyHelp(lambda: "whose greedy steps answer — the passes the "
                                        "simulator runs for that policy: one of "
-                                       f"{_greedy_names()} (default gfs; the "
-                                       "MILPs are GFS's exact steps)"))
+                                       f"{_greedy_names()}; {cargs.POLICY_OPTIONS_HELP} "
+                                       "(default gfs-paper, the published GFS: every HP gang "
+                                       "placed now; the MILPs are GFS's exact steps; gfs says "
+                                       "which gangs it would hold back for LP window boundaries "
+                                       "and what the paper's step evicts for them)"))
     p.add_argument("--step", choices=STEPS, default="all",
                    help="spot quota / LP admission, HP preemption, or both (default)")
     p.add_argument("--time-limit", type=cargs.number(0, 86_400, lo_open=True), default=10.0,
@@ -211,7 +214,8 @@ def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
     from gfs_opt.model import MILLI
 
     lines = [f"{title}  (time {rnd.time:g} s; {rnd.state.n_nodes} nodes, {rnd.state.n_gpus} GPUs; "
-             f"pending {len(rnd.pending_hp)} HP / {len(rnd.pending_lp)} LP; running {len(rnd.running)})"]
+             f"pending {len(rnd.pending_hp)} HP / {len(rnd.pending_lp)} LP; running {len(rnd.running)})",
+             f"policy {res.policy}"]
     qg, qm = res.quota_greedy, res.quota_milp
     if qg or qm:
         lines.append("")
@@ -273,6 +277,11 @@ def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
             if dec.requeue:   # taken at a window boundary: no window broken, no work lost
                 lines.append(f"  {name} re-queued at a window boundary: "
                              f"{_ids(sorted(dec.requeue), limit)}")
+        held = res.held_back
+        if held is not None:
+            lines.append(f"  held back by {res.policy}: {_ids(held.gangs, limit)}; the paper's step "
+                         f"would place {_ids(held.paper_placed, limit)} now, evicting "
+                         f"{_ids(sorted(held.paper.decision.victims), limit)}")
     if res.notes:
         lines.append("")
         lines += [f"note: {n}" for n in res.notes]

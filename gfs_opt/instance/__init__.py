@@ -27,9 +27,7 @@ from gfs_opt.errors import InputError
 from gfs_opt.fileio import file_mode
 from gfs_opt.instance.check import check_instance
 from gfs_opt.instance.schema import FORMAT, VERSION, InstanceFile, format_errors
-from gfs_opt.model import MILLI, Params, Round, normalized
-
-_DEFAULT_PARAMS = Params()
+from gfs_opt.model import MILLI, Round, normalized
 
 __all__ = [
     "FORMAT", "VERSION", "Instance", "dumps_round", "load_instance", "load_round",
@@ -237,30 +235,18 @@ def round_to_dict(rnd: Round, meta: Mapping[str, Any] | None = None) -> dict[str
         "rho": float(p.rho), "horizon_h": int(p.horizon_h),
         "guarantee_classes": [float(d) for d in p.guarantee_classes],
         "quota_refresh_s": float(p.quota_refresh_s), "eta_min": float(p.eta_min),
-        "eta_max": float(p.eta_max), "eta_static": bool(p.eta_static),
-        # written where it differs from the default (files of earlier rounds stay as they were)
-        **({"eta_window_h": float(p.eta_window_h)} if p.eta_window_h != _DEFAULT_PARAMS.eta_window_h else {}),
-        **({"eta_band_window_h": float(p.eta_band_window_h)}
-           if p.eta_band_window_h != _DEFAULT_PARAMS.eta_band_window_h else {}),
+        "eta_max": float(p.eta_max),
         "eval_start": float(p.eval_start),
         "eval_end": float(p.eval_end) if math.isfinite(p.eval_end) else None,
         "restart_small_s": float(p.restart_small_s), "restart_large_s": float(p.restart_large_s),
-        "hard_guarantee": bool(p.hard_guarantee), "pool_aggregation": str(p.pool_aggregation),
+        "hard_guarantee": bool(p.hard_guarantee),
         "quota_after_window": bool(p.quota_after_window),
     }
-    pools = {str(name): {"eta": float(s.eta), "recent_failed": int(s.recent_failed),
-                         "recent_succeeded": int(s.recent_succeeded), "failed": int(s.failed),
+    pools = {str(name): {"eta": float(s.eta), "failed": int(s.failed),
                          "succeeded": int(s.succeeded), "oldest_lp_wait": float(s.oldest_lp_wait),
                          "has_hp_history": bool(s.has_hp_history),
                          # only where the shape reserve has something to start from
-                         # the shape reserve's and the η rule's inputs, only where not zero
-                         **{k: v for k, v in (
-                             ("hp_whole_gpus", float(s.hp_whole_gpus)),
-                             ("recent_failed_quota", int(s.recent_failed_quota)),
-                             ("eta_windows", int(s.eta_windows)),
-                             ("eta_failed_quota", int(s.eta_failed_quota)),
-                             ("band_windows", float(s.band_windows)),
-                             ("band_failed", float(s.band_failed))) if v}}
+                         **({"hp_whole_gpus": float(s.hp_whole_gpus)} if s.hp_whole_gpus else {})}
              for name, s in rnd.pools.items()}
     forecasts = {str(name): {"mean": [float(x) for x in f.mean], "std": [float(x) for x in f.std],
                              "samples": None if f.samples is None

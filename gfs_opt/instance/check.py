@@ -275,11 +275,10 @@ class _Checker:
         params = Params(
             rho=p.rho, horizon_h=p.horizon_h, guarantee_classes=tuple(p.guarantee_classes),
             quota_refresh_s=p.quota_refresh_s, eta_min=p.eta_min, eta_max=p.eta_max,
-            eta_static=p.eta_static, eta_window_h=p.eta_window_h,
-            eta_band_window_h=p.eta_band_window_h, eval_start=p.eval_start,
+            eval_start=p.eval_start,
             eval_end=math.inf if p.eval_end is None else p.eval_end,
             restart_small_s=p.restart_small_s, restart_large_s=p.restart_large_s,
-            hard_guarantee=p.hard_guarantee, pool_aggregation=p.pool_aggregation,
+            hard_guarantee=p.hard_guarantee,
             quota_after_window=p.quota_after_window)
         return Round(
             time=doc.time, state=state, jobs=jobs, running=running,

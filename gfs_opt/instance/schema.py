@@ -49,11 +49,6 @@ class ParamsIn(_Strict):
     quota_refresh_s: float = Field(_P.quota_refresh_s, gt=0, le=MAX_SECONDS, description="spot-quota refresh period")
     eta_min: float = Field(_P.eta_min, gt=0, le=1e6, description="lower clamp of η")
     eta_max: float = Field(_P.eta_max, gt=0, le=1e6, description="upper clamp of η")
-    eta_static: bool = Field(_P.eta_static, description="freeze η (ablation)")
-    eta_window_h: float = Field(_P.eta_window_h, gt=0, le=MAX_HOURS,
-                                description="hours of window outcomes GFS's η rule grows on")
-    eta_band_window_h: float = Field(_P.eta_band_window_h, gt=0, le=MAX_HOURS, description=(
-        "hours of growth-band outcomes GFS's η rule reads before growing above 1"))
     eval_start: Seconds = Field(_P.eval_start, description="evaluation window start (s)")
     eval_end: Seconds | None = Field(None, description="evaluation window end (s); null = open-ended")
     restart_small_s: Seconds = Field(_P.restart_small_s, description="restart overhead when g·w ≤ 8 GPUs")
@@ -61,9 +56,6 @@ class ParamsIn(_Strict):
     hard_guarantee: bool = Field(_P.hard_guarantee, description="never evict an LP job inside its window")
     quota_after_window: bool = Field(_P.quota_after_window,
                                      description="keep the spot quota after the evaluation window")
-    pool_aggregation: Literal["independent", "sum-quantiles"] = Field(
-        _P.pool_aggregation,  # type: ignore[arg-type]  # Params keeps it a plain str
-        description="how per-organisation forecasts combine into a pool forecast")
 
 
 class PoolIn(_Strict):
@@ -71,26 +63,12 @@ class PoolIn(_Strict):
 
     eta: float = Field(_S.eta, gt=0, le=1e6,
                        description="current safety-margin factor η (U = μ + z_ρ·σ/η)")
-    recent_failed: Count = Field(_S.recent_failed, description="failed guarantee windows, last H hours")
-    recent_succeeded: Count = Field(_S.recent_succeeded, description="succeeded windows, last H hours")
     failed: Count = Field(_S.failed, description="failed windows since the evaluation start (F)")
     succeeded: Count = Field(_S.succeeded, description="succeeded windows since the evaluation start (S)")
     oldest_lp_wait: Seconds = Field(_S.oldest_lp_wait, description="wait of the oldest pending LP job since (re)queue")
     has_hp_history: bool = Field(_S.has_hp_history, description="false: the pool gets quota = capacity")
     hp_whole_gpus: float = Field(_S.hp_whole_gpus, ge=0, le=MAX_GPUS,
                                  description="GPUs held by HP workers that take a whole node")
-    recent_failed_quota: Count = Field(_S.recent_failed_quota,
-                                       description="of recent_failed, the quota-attributable ones")
-    eta_windows: Count = Field(_S.eta_windows, description=(
-        "windows ended since eta last moved, within the last eta_window_h hours (the evidence "
-        "GFS's eta rule moves on)"))
-    eta_failed_quota: Count = Field(_S.eta_failed_quota,
-                                    description="of eta_windows, the quota-attributable failures")
-    band_windows: float = Field(_S.band_windows, ge=0, le=1e12, description=(
-        "windows of the growth band (LP only eta > 1 let in) over the last eta_band_window_h "
-        "hours, each weighted by its share of the band"))
-    band_failed: float = Field(_S.band_failed, ge=0, le=1e12,
-                               description="of band_windows, the failures (same weights)")
 
 
 class NodeIn(_Strict):

@@ -1,8 +1,9 @@
 """Run the greedy and/or exact steps on one `Round` and compare them (used by `gfs-opt solve`
 and benchmarks/bench_milp.py). Plain data out; printing lives in the command module.
 
-The greedy steps are a policy's own passes (`GreedyPolicy.hp_step` / `lp_step`), the code the
-simulator runs, on a copy of the round: the preemption step is its HP pass, the quota step its
+By default the round is answered as the paper poses it (`gfs-paper`: every HP gang placed now,
+with preemption), greedy against MILP. The greedy steps are a policy's own passes
+(`GreedyPolicy.hp_step` / `lp_step`), the code the simulator runs, on a copy of the round: the preemption step is its HP pass, the quota step its
 quota rule on the round's forecast and η and its LP pass under those quotas, each on the round as
 given. On a round cut from a simulation inside the scored window (`gfs-opt instance dump`) they
 return what the simulator decided there (tests/test_solve_sim_agreement.py).
@@ -16,7 +17,7 @@ from typing import Any
 
 from gfs_opt.errors import GfsError
 from gfs_opt.model import MILLI, Decision, Placement, Round, SolveReport
-from gfs_opt.policies import POLICIES, make_policy
+from gfs_opt.policies import POLICIES, make_policy, policy_name
 from gfs_opt.policies.base import ComposedPolicy, GreedyPolicy
 from gfs_opt.policies.gfs_milp import standalone_round
 from gfs_opt.preempt.boundary import patient_gangs, still_running, with_held_nodes
@@ -40,6 +41,8 @@ from gfs_opt.solve import DEFAULT_SOLVER, SolverOptions
 
 METHODS = ("greedy", "milp", "both")
 STEPS = ("all", "quota", "preemption")
+#: the question an instance poses by default: the published GFS's step
+DEFAULT_POLICY = "gfs-paper"
 
 
 def greedy_policy_names() -> list[str]:
@@ -51,7 +54,7 @@ def greedy_policy_names() -> list[str]:
 def greedy_policy(name: str) -> GreedyPolicy:
     """The policy whose greedy steps `solve_round` runs."""
     policy = make_policy(name)
-    if not isinstance(policy, GreedyPolicy) or name not in greedy_policy_names():
+    if not isinstance(policy, GreedyPolicy) or policy_name(name) not in greedy_policy_names():
         raise GfsError(f"policy '{name}' has no greedy steps for a standalone round; choose "
                        f"from {', '.join(greedy_policy_names())}")
     return policy
@@ -81,12 +84,32 @@ class GreedyPreempt:
 
 
 @dataclass(slots=True)
+class HeldBack:
+    """HP gangs a patient policy holds back for LP window boundaries on a round, and what the
+    paper's step (`gfs-paper`) does for them on the same round."""
+
+    gangs: list[int]                 # held back by the policy
+    wait_s: float                    # whole-node gangs wait up to this
+    notice_s: float                  # the others up to this
+    paper: GreedyPreempt             # the paper's greedy HP pass on the round
+    paper_placed: list[int]          # of ``gangs``, those the paper's step places now
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gangs": self.gangs, "hp_wait_h": self.wait_s / 3600,
+                "hp_notice_h": self.notice_s / 3600, "paper_placed": self.paper_placed,
+                "paper_victims": sorted(self.paper.decision.victims),
+                "paper_eviction_cost": self.paper.score.eviction_cost}
+
+
+@dataclass(slots=True)
 class RoundResult:
     method: str
+    policy: str = DEFAULT_POLICY
     quota_greedy: GreedyQuota | None = None
     quota_milp: QuotaResult | None = None
     preempt_greedy: GreedyPreempt | None = None
     preempt_milp: PreemptResult | None = None
+    held_back: HeldBack | None = None
     notes: list[str] = field(default_factory=list)
 
     # -- gaps of the greedy to the exact answer ------------------------------------------------
@@ -140,6 +163,8 @@ class RoundResult:
             if self.placed_gap() is not None:
                 p["greedy_gap"] = {"placed": self.placed_gap(), "placed_to_bound": self.placed_gap(True),
                                    "eviction_cost_excess": self.cost_excess()}
+            if self.held_back is not None:
+                p["held_back"] = self.held_back.as_dict()
             out["preemption"] = p
         if self.notes:
             out["notes"] = self.notes
@@ -161,7 +186,7 @@ def _decision(d: Decision, s: PreemptScore) -> dict[str, Any]:
 
 
 def run_greedy_quota(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
-                     policy: str = "gfs") -> GreedyQuota:
+                     policy: str = DEFAULT_POLICY) -> GreedyQuota:
     """The policy's quotas for the round and its LP pass under them (admitted in PTS LP order)."""
     pol = greedy_policy(policy)
     t0 = time.perf_counter()
@@ -175,7 +200,7 @@ def run_greedy_quota(rnd: Round, opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
 
 
 def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
-                       policy: str = "gfs") -> GreedyPreempt:
+                       policy: str = DEFAULT_POLICY) -> GreedyPreempt:
     """The policy's HP pass on the round."""
     pol = greedy_policy(policy)
     t0 = time.perf_counter()
@@ -184,7 +209,7 @@ def run_greedy_preempt(rnd: Round, opts: PreemptOptions = DEFAULT_PREEMPT_OPTION
     elapsed = time.perf_counter() - t0
     decision.reports.append(SolveReport(
         step="preemption", method="greedy", status="heuristic", time_s=elapsed,
-        solver="pts-greedy" if pol.name == "gfs" else f"{pol.name}-greedy"))
+        solver="pts-greedy" if pol.name == "gfs" else f"{pol.name}-greedy"))   # every GFS variant
     return GreedyPreempt(decision, score(rnd, decision, opts.objective), elapsed,
                          check_decision(rnd, decision))
 
@@ -226,16 +251,18 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
                 solver: SolverOptions = DEFAULT_SOLVER,
                 preempt_opts: PreemptOptions = DEFAULT_PREEMPT_OPTIONS,
                 quota_opts: QuotaOptions = DEFAULT_QUOTA_OPTIONS,
-                deadline: float | None = None, policy: str = "gfs") -> RoundResult:
+                deadline: float | None = None, policy: str = DEFAULT_POLICY) -> RoundResult:
     """Greedy, MILP or both, for the quota step, the preemption step or both.
 
-    ``policy``: whose greedy steps answer (`greedy_policy_names`; default GFS). The MILPs are
-    GFS's exact steps whatever the policy.
+    ``policy``: whose greedy steps answer (`greedy_policy_names`, with ``[key=value]`` options;
+    default the published GFS, which places every HP gang now). The MILPs are GFS's exact steps
+    whatever the policy. A policy whose HP gangs wait for window boundaries (`gfs`) says which
+    gangs it holds back and what the paper's step would evict for them (`HeldBack`).
 
     ``deadline`` (a `time.perf_counter` value) bounds the MILP steps together: each gets at most
     what is left, and a step with nothing left is skipped with a note (the greedy answer stands).
     """
-    res = RoundResult(method)
+    res = RoundResult(method, policy)
     wait, notice = hp_patience(policy)
 
     def budget(name: str) -> SolverOptions | None:
@@ -255,6 +282,17 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
             res.quota_milp = solve_quota(with_held_nodes(rnd, wait), quota_opts, opts,
                                          greedy=greedy)
     if step in ("all", "preemption"):
+        held = patient_gangs(rnd, wait, notice) if wait > 0 or notice > 0 else []
+        if held:
+            paper = run_greedy_preempt(rnd, preempt_opts, DEFAULT_POLICY)
+            placed = [j for j in held if j in paper.decision.placements]
+            res.held_back = HeldBack(held, wait, notice, paper, placed)
+            shown = ", ".join(map(str, held[:10])) + (" …" if len(held) > 10 else "")
+            res.notes.append(
+                f"{policy} holds back {len(held)} HP gang(s) for LP window boundaries ({shown}); "
+                f"the paper's step ({DEFAULT_POLICY}) places {len(placed)} of them now, evicting "
+                f"{len(paper.decision.victims)} LP job(s) (eviction cost "
+                f"{paper.score.eviction_cost:,.0f} GPU·s)")
         if method in ("greedy", "both"):
             res.preempt_greedy = run_greedy_preempt(rnd, preempt_opts, policy)
         if method in ("milp", "both") and (opts := budget("preemption")) is not None:

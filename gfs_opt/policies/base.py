@@ -16,13 +16,22 @@ rule, placement score, victim rule; GFS and every baseline are such compositions
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import ClassVar
 
-from gfs_opt.model import ClusterState, Decision, JobClass, Params, Round, RunningJob
+from gfs_opt.model import (
+    ClusterState,
+    Decision,
+    JobClass,
+    Params,
+    Round,
+    RunningJob,
+    WindowOutcome,
+)
 from gfs_opt.pending import PendingQueue, QueueOrder, as_queue
 from gfs_opt.policies.parts import (
     Admission,
@@ -31,6 +40,7 @@ from gfs_opt.policies.parts import (
     describe_victims,
 )
 from gfs_opt.preempt.boundary import (
+    HPPatience,
     Patience,
     PatientMemo,
     at_boundary,
@@ -110,6 +120,23 @@ class Policy(ABC):
         if self.spot is not None:
             self.spot.on_day(t)
 
+    def window_observer(self) -> Callable[[WindowOutcome], None] | None:
+        """Where a scheduler reports each ended LP window (`WindowOutcome`): the spot quota's
+        η evidence; None when the policy keeps none (the report may then be skipped)."""
+        return None if self.spot is None else self.spot.observe_window
+
+    def observe_window(self, outcome: WindowOutcome) -> None:
+        """An LP window ended (succeeded, or broken with its HP context)."""
+        if self.spot is not None:
+            self.spot.observe_window(outcome)
+
+    def attribution(self, pool: str, hp_milli: int) -> tuple[bool, float]:
+        """(whether an eviction with ``pool``'s HP at ``hp_milli`` is the quota's to answer
+        for, the plan U_0 in GPUs; NaN without one): recorded with each eviction's cause."""
+        if self.spot is None:
+            return True, math.nan
+        return self.spot.attribution(pool, hp_milli)
+
     def options(self) -> dict[str, object]:
         return {}
 
@@ -169,23 +196,23 @@ class ComposedPolicy(GreedyPolicy):
     placement: where free GPUs are taken (`BestFit`, or a paper's own `PlacementScore`).
     victim_rule: which LP jobs an HP job may evict (`PreemptRule`); None: no preemption.
 
-    hp_wait_s: how long an HP gang of whole-node workers waits for LP jobs at a window boundary
-    before it evicts (`gfs_opt.preempt.boundary`; 0: never, the paper's PTS). hp_notice_s: the
-    same for every other HP gang (the notice LP gets before an eviction; 0: none).
+    patience: how long a contested HP gang waits for LP jobs at a window boundary before it
+    evicts (`HPPatience`, `gfs_opt.preempt.boundary`; None: never, the paper's PTS).
 
     `evictable` narrows the running LP jobs the victim rule may choose from (default: all).
     """
 
     def __init__(self, *, order: QueueOrder, admission: Admission, placement: PlacementScore,
-                 victim_rule: PreemptRule | None, hp_wait_s: float = 0.0,
-                 hp_notice_s: float = 0.0) -> None:
+                 victim_rule: PreemptRule | None, patience: HPPatience | None = None) -> None:
         self.order = order
         self.admission = admission
         self.placement = placement
         self.victim_rule = victim_rule
         self.spot = admission if isinstance(admission, SpotQuota) else None
-        self.hp_wait_s = hp_wait_s if victim_rule is not None else 0.0
-        self.hp_notice_s = hp_notice_s if victim_rule is not None else 0.0
+        self.patience = patience if victim_rule is not None else None
+        # the patience in seconds, read on every pass (0: none)
+        self.hp_wait_s = self.patience.wait_s if self.patience is not None else 0.0
+        self.hp_notice_s = self.patience.notice_s if self.patience is not None else 0.0
         self.wakes_at_window_ends = self.waits
         self._held: dict[str, int] = {}   # workers of HP gangs waiting for a boundary, per pool
         self._patient_memo: tuple[Round, Patience] | None = None

@@ -163,4 +163,5 @@ def describe_victims(rule: PreemptRule | None) -> str:
         return "no preemption"
     where = "first candidate node" if rule.first_candidate_only else _NODES.get(
         rule.node_cost, rule.node_cost)
-    return f"{_ORDERS.get(rule.victim_order, rule.victim_order)}, {where}"
+    gang = ", the gang in view" if rule.gang_aware else ""
+    return f"{_ORDERS.get(rule.victim_order, rule.victim_order)}, {where}{gang}"

@@ -49,6 +49,30 @@ from gfs_opt.preempt.hp_pass import hp_pass, pools_to_run
 from gfs_opt.preempt.scoring import Placer
 
 
+@dataclass(frozen=True, slots=True)
+class HPPatience:
+    """The HP patience part (a departure of gfs_opt's GFS, `gfs_opt.policies.departures`): how
+    long a contested HP gang waits for window boundaries before it evicts — ``wait_h`` for a
+    gang of whole-node workers, ``notice_h`` for every other gang. Zero for both is the paper's
+    PTS."""
+
+    wait_h: float = 1.0
+    notice_h: float = 5 / 60
+
+    def __post_init__(self) -> None:
+        for name, v in (("hp_wait_h", self.wait_h), ("hp_notice_h", self.notice_h)):
+            if not 0 <= v < math.inf:
+                raise ValueError(f"{name} must be a finite number of hours ≥ 0, got {v}")
+
+    @property
+    def wait_s(self) -> float:
+        return self.wait_h * 3600.0
+
+    @property
+    def notice_s(self) -> float:
+        return self.notice_h * 3600.0
+
+
 @dataclass(slots=True)
 class PoolPatience:
     """What `patience` read of one pool: the queue and its `PendingQueue.edits` count then, the

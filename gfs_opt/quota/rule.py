@@ -1,4 +1,4 @@
-"""The paper's spot-quota rule (SQA, GFS-SPEC §2.2) with η feedback on the safety margin.
+"""The paper's spot-quota rule (SQA, GFS-SPEC §2.2 steps 1–3); η's feedback is `gfs_opt.quota.eta`.
 
 Per pool and future hour h: ``U_h = μ_h + z_ρ·σ_h/η`` bounds the HP demand, ``F_h = C − clip(⌊U_h⌋,
 0, C)`` GPUs are expected to stay free of HP, and a guarantee class of d hours gets
@@ -16,10 +16,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from gfs_opt.model import MILLI, Params, PoolForecast, PoolStatus, Round
-
-#: the growth branch needs an LP job that has waited this long on the quota
-QUOTA_WAIT_S = 3600.0
+from gfs_opt.model import MILLI, Params, PoolForecast, Round
 
 
 @functools.lru_cache(maxsize=16)
@@ -78,98 +75,3 @@ def rule_quotas(rnd: Round, eta: Mapping[str, float] | None = None, *,
         for d, q in zip(classes, quotas, strict=True):
             out[(pool, d)] = q
     return out
-
-
-#: the η rules `update_eta` knows
-ETA_RULES = ("attributable", "paper")
-
-
-def check_eta_rule(rule: str) -> None:
-    """ValueError unless ``rule`` is one of `ETA_RULES`."""
-    if rule not in ETA_RULES:
-        raise ValueError(f"unknown η rule {rule!r}; expected one of {', '.join(ETA_RULES)}")
-
-
-def update_eta(status: PoolStatus, params: Params, quota_wait: float | None,
-               rule: str = "paper") -> float:
-    """η feedback (GFS-SPEC §2.2 step 4); ``rule="attributable"`` is GFS's rule in gfs_opt
-    (`_attributable_eta`), ``"paper"`` the paper's, below.
-
-    The paper's: from the eviction rate ER of the last H hours.
-
-    ``quota_wait``: how long the oldest LP job that the quota (and nothing else) keeps from
-    starting has waited, or None when no LP job waits on the quota. With no window ended in the
-    last H hours, ER counts as 0 while LP jobs wait on the quota (otherwise a low η that starves
-    every LP job would never see a window again and never recover) and η is left alone when none
-    waits. ER ≥ 1.5(1−ρ) shrinks η by (1−ρ)/ER; ER ≤ 0.5(1−ρ) grows it by 1.5 − ER/(1−ρ) once
-    that job has waited over an hour. Bounded to [η_min, η_max].
-    """
-    eta = status.eta
-    if params.eta_static:
-        return eta
-    check_eta_rule(rule)
-    if rule == "attributable":
-        return _attributable_eta(status, params, quota_wait)
-    windows = status.recent_failed + status.recent_succeeded
-    if windows == 0 and quota_wait is None:
-        return eta
-    er = status.recent_failed / windows if windows else 0.0
-    return _eta_step(eta, er, params, quota_wait)
-
-
-def _eta_step(eta: float, er: float, params: Params, quota_wait: float | None) -> float:
-    """One move of η: shrink by (1−ρ)/ER when ER ≥ 1.5(1−ρ); otherwise grow by 1.5 − ER/(1−ρ)
-    when ER ≤ 0.5(1−ρ) and an LP job has waited on the quota for over an hour; bounded to
-    [η_min, η_max]."""
-    target = 1.0 - params.rho
-    if er >= 1.5 * target:
-        eta *= target / er
-    elif er <= 0.5 * target and quota_wait is not None and quota_wait > QUOTA_WAIT_S:
-        eta *= 1.5 - er / target
-    return min(params.eta_max, max(params.eta_min, eta))
-
-
-def _attributable_eta(status: PoolStatus, params: Params, quota_wait: float | None) -> float:
-    """η moves on the evictions the quota answers for (formulations/spot_quota.md, "η rule").
-
-    Only windows broken while HP demand exceeded the quota's plan U_0 count (a forecast error a
-    wider margin would have absorbed); evictions with HP inside the plan come from where LP sits
-    and no η prevents them. The evidence is the windows ended under the current η (since it last
-    moved) within the last ``eta_window_h`` hours: each outcome moves η once, where a sliding
-    window re-reads a burst at every hourly update and compounds one burst into a fall to the
-    floor. ERq = eta_failed_quota / eta_windows, then the paper's step.
-
-    Growth above η = 1 must keep the promise too: the windows that only the growth let in (the
-    band above the quota at η = 1) fail at their own rate, which the pool's average hides. While
-    that band's failure rate over the last ``eta_band_window_h`` hours breaks the promise
-    (above 1 − ρ), η does not grow beyond max(η, 1); it still shrinks, and a low η still grows
-    back to 1, where there is no band.
-    """
-    er = status.eta_failed_quota / status.eta_windows if status.eta_windows else 0.0
-    eta = _eta_step(status.eta, er, params, quota_wait)
-    if eta > max(status.eta, 1.0) and band_breaks_promise(status, params.rho):
-        return max(status.eta, 1.0)
-    return eta
-
-
-#: one-sided 95 % normal quantile: the band is held to its promise on evidence, not on noise
-_Z_BAND = 1.6448536269514722
-
-
-def band_breaks_promise(status: PoolStatus, rho: float) -> bool:
-    """Whether the growth band's windows of the last ``eta_band_window_h`` hours fail more often
-    than 1 − ρ with 95 % confidence: the Wilson score lower bound of `band_rate` over
-    ``band_windows`` outcomes is above 1 − ρ. A few band windows with one failure among them
-    (a rate of 50 % on two windows) prove nothing and hold nothing."""
-    n = status.band_windows
-    if n < 1.0:          # less than one window's worth of band outcomes: no evidence
-        return False
-    r, z2 = band_rate(status), _Z_BAND * _Z_BAND
-    lower = (r + z2 / (2 * n) - _Z_BAND * math.sqrt(r * (1 - r) / n + z2 / (4 * n * n))) / (1 + z2 / n)
-    return lower > 1.0 - rho
-
-
-def band_rate(status: PoolStatus) -> float:
-    """The growth band's failure rate over the last ``Params.eta_band_window_h`` hours (0 with
-    no band outcome: η ≤ 1 all along, or nothing ended)."""
-    return status.band_failed / status.band_windows if status.band_windows > 0.0 else 0.0

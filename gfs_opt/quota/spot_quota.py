@@ -17,9 +17,20 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gfs_opt.forecast.provider import ForecastProvider
-from gfs_opt.model import ClusterState, Decision, Params, PoolForecast, Round, SolveReport
+from gfs_opt.model import (
+    ClusterState,
+    Decision,
+    Params,
+    PoolForecast,
+    QuotaFeedback,
+    Round,
+    SolveReport,
+    WindowOutcome,
+)
 from gfs_opt.quota.admission import quota_wait
-from gfs_opt.quota.rule import check_eta_rule, rule_quotas, update_eta
+from gfs_opt.quota.eta import EtaRule, PaperEta
+from gfs_opt.quota.ledger import EtaLedger
+from gfs_opt.quota.rule import rule_quotas
 from gfs_opt.quota.shape import pool_reserves
 
 Quotas = dict[tuple[str, float], int]
@@ -47,19 +58,20 @@ class SpotQuota:
         times.
     shape: also forecast the HP demand of whole-node workers and keep that many whole nodes
         free of LP (`gfs_opt.quota.shape`, the quota's shape dimension).
-    eta_rule: "attributable" (GFS in gfs_opt: η moves on the quota-attributable evictions) or
-        "paper" (on every eviction of the last H hours), see `gfs_opt.quota.rule.update_eta`.
+    eta_rule: how η moves (`gfs_opt.quota.eta`): `PaperEta` (the paper's rule, default) or
+        `AttributableEta`. Its evidence is the quota's own ledger (`gfs_opt.quota.ledger`), fed
+        by the window outcomes the scheduler reports (`observe_window`).
     fixed_eta: the η a quota without feedback holds (1: the plain ρ-quantile; other values
         trace the static-η family's eviction/queueing frontier, BENCHMARKS.md).
     """
 
     def __init__(self, forecaster: str = "prophet", adaptive: bool = True,
                  aggregation: str = "independent", eta_every_s: float = 3600.0,
-                 shape: bool = False, fixed_eta: float = 1.0, eta_rule: str = "paper") -> None:
+                 shape: bool = False, fixed_eta: float = 1.0,
+                 eta_rule: EtaRule | None = None) -> None:
         if not fixed_eta > 0:
             raise ValueError(f"a fixed η must be > 0, got {fixed_eta}")
-        check_eta_rule(eta_rule)
-        self.eta_rule = eta_rule
+        self.eta_rule: EtaRule = PaperEta() if eta_rule is None else eta_rule
         self.forecaster = forecaster
         self.fixed_eta = float(fixed_eta)
         self.adaptive = adaptive
@@ -69,7 +81,8 @@ class SpotQuota:
 
     @property
     def name(self) -> str:
-        eta = "adaptive η" if self.adaptive else f"η = {self.fixed_eta:g}"
+        eta = (f"adaptive η, {self.eta_rule.name} rule" if self.adaptive
+               else f"η = {self.fixed_eta:g}")
         return f"spot quota ({self.forecaster}, {eta}{', whole-node reserve' if self.shape else ''})"
 
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
@@ -80,6 +93,8 @@ class SpotQuota:
         self.lifted = False
         self.last_eta_update = -float("inf")
         self.diag = {p: QuotaDiagnostics() for p in state.pools}
+        self.ledger = EtaLedger(state.pools, {p: state.capacity_gpus(p) for p in state.pools},
+                                params, *self.eta_rule.spans(params))
         where: dict[str, Any] = {} if origin is None else {"origin": origin}  # the trace's t = 0
 
         def provider() -> ForecastProvider:
@@ -108,6 +123,15 @@ class SpotQuota:
             if self.whole_provider is not None:
                 self.whole_provider.refit(t)
 
+    def observe_window(self, outcome: WindowOutcome) -> None:
+        """An LP window ended (reported by the simulator or a live scheduler): η's evidence."""
+        self.ledger.record(outcome)
+
+    def attribution(self, pool: str, hp_milli: int) -> tuple[bool, float]:
+        """(whether an eviction with the pool's HP at ``hp_milli`` is the quota's to answer for,
+        the plan U_0 it was set for in GPUs): what the eviction-cause table records."""
+        return self.ledger.attribution(pool, hp_milli)[0], self.ledger.plan_gpus(pool)
+
     # ---- the loop -------------------------------------------------------------------------
     def _after_window(self, t: float) -> bool:
         return not self.params.quota_after_window and t >= self.params.eval_end
@@ -131,6 +155,8 @@ class SpotQuota:
     def refresh(self, rnd: Round, decision: Decision) -> None:
         """New quotas, η, forecasts and which pools have HP history into ``decision`` (the engine
         hands them back in later rounds); after the window, an empty quota map (none)."""
+        if rnd.quota_due:
+            self.ledger.refresh(rnd.time)
         if self._after_window(rnd.time):
             if not self.lifted:
                 self.lifted = True
@@ -144,13 +170,17 @@ class SpotQuota:
         feedback = self.adaptive and rnd.time - self.last_eta_update >= self.eta_every_s
         if feedback:
             self.last_eta_update = rnd.time
+        ledger = self.ledger
         for pool in rnd.state.pools:
             status = rnd.pool_status(pool)
             if feedback:
                 wait = quota_wait(rnd, pool, self.quotas) if self.quotas else None
-                eta[pool] = update_eta(status, rnd.params, wait, self.eta_rule)
+                eta[pool] = self.eta_rule.update(status.eta, ledger.reading(pool), rnd.params,
+                                                 wait)
             else:
                 eta[pool] = status.eta if self.adaptive else self.fixed_eta
+            if eta[pool] != status.eta:
+                ledger.moved(pool)   # this move read every outcome so far
             history[pool] = self.provider.has_history(pool)
         forecasts = self.provider.pool_forecasts(rnd.time)
         # the rule reads the hour's forecasts, η, history and capacity only: the 12 refreshes of
@@ -176,8 +206,11 @@ class SpotQuota:
                 decision.reserves = pool_reserves(rnd.state, whole, pools, eta, rnd.params.rho,
                                                   rnd.params.guarantee_classes)
                 self._reserve = (whole, asked_reserve, dict(decision.reserves))
+        ledger.plan(forecasts, eta)
         if self._in_window(rnd.time):
             self._note(rnd, eta, forecasts)
+        decision.feedback = {pool: QuotaFeedback(eta[pool], ledger.reading(pool),
+                                                 ledger.plan_gpus(pool)) for pool in eta}
         decision.eta = eta
         decision.hp_history = history
         decision.forecasts = forecasts

@@ -32,13 +32,14 @@ from gfs_opt.model import (
     Placement,
     PoolForecast,
     PoolStatus,
+    QuotaFeedback,
     Round,
     RunningJob,
+    WindowOutcome,
     normalized,
 )
 from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
-from gfs_opt.quota.rule import demand_bound, free_of_hp
 from gfs_opt.sim.causes import EvictionCause, eviction_causes
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
@@ -142,32 +143,14 @@ class Simulator:
         self.hp_q = PendingQueue(JobClass.HP)
         self.lp_q = PendingQueue(JobClass.LP)
         self.pool_status = {p: PoolStatus() for p in self.state.pools}
-        # window outcomes (t, ok, quota-attributable) of the last H hours, with their counts of
-        # successes and of attributable failures
-        self.recent: dict[str, deque[tuple[float, bool, bool]]] = {
-            p: deque() for p in self.state.pools}
-        self._recent_ok = dict.fromkeys(self.state.pools, 0)
-        self._recent_quota = dict.fromkeys(self.state.pools, 0)
-        #: window outcomes since η last moved, within the last `Params.eta_window_h` hours (the
-        #: η rule's evidence, `PoolStatus.eta_windows`), and of them the quota-attributable ones
-        self.eta_evidence: dict[str, deque[tuple[float, bool, bool]]] = {
-            p: deque() for p in self.state.pools}
-        self._evidence_quota = dict.fromkeys(self.state.pools, 0)
-        #: the growth band's outcomes of the last `Params.eta_band_window_h` hours (t, window
-        #: weight, failure weight; `_band_weight`) and their sums
-        self.band_outcomes: dict[str, deque[tuple[float, float, float]]] = {
-            p: deque() for p in self.state.pools}
-        self._band_sums = {p: [0.0, 0.0] for p in self.state.pools}
-        #: per pool: (forecast, η, plan U_0 at η = 1, F_0 at η = 1, F_0 at η) of the last
-        #: `_band_plans` read, while neither the forecast nor η moves
-        self._band_cache: dict[str, tuple[PoolForecast, float, float, float, float]] = {}
-        #: per pool: (forecast, η, plan U_0) of the last `_plan_gpus` read (the forecast moves
-        #: hourly, the feedback log asks at every refresh)
-        self._plan_cache: dict[str, tuple[PoolForecast, float, float]] = {}
-        #: per pool, η's share of the overrun behind this decision's evictions (`_growth_share`)
-        self._growth: dict[str, float] = {}
-        #: per pool, whether this decision's evictions are quota-attributable (`_attribution`)
-        self._attributable: dict[str, bool] = {}
+        #: per pool with victims in the decision being applied: HP GPUs (milli) once it applies —
+        #: the HP context of the windows it breaks (`WindowOutcome.hp_milli`)
+        self._hp_context: dict[str, int] = {}
+        #: the quota's latest account of what η moved on, per pool (the feedback log)
+        self._feedback: dict[str, QuotaFeedback] = {}
+        #: where window outcomes go: the policy's η evidence (`Policy.observe_window`), None when
+        #: the policy keeps none
+        self._observe_window = policy.window_observer()
         self.lp_enqueued: dict[str, deque[tuple[float, int]]] = {p: deque() for p in self.state.pools}
         self.node_evictions: deque[tuple[float, tuple[int, ...]]] = deque()   # the last day's
         self._evictions_1h: deque[tuple[float, tuple[int, ...]]] = deque()    # the last hour's
@@ -299,18 +282,11 @@ class Simulator:
             r.windows_ok += 1
         else:
             r.windows_failed += 1
-        quota = not ok and self._attributable.get(pool, True)
-        self.recent[pool].append((t, ok, quota))
-        self._recent_ok[pool] += ok
-        self._recent_quota[pool] += quota
-        self.eta_evidence[pool].append((t, ok, quota))
-        self._evidence_quota[pool] += quota
-        band, band_failed = self._band_weight(pool, ok)
-        if band > 0.0:
-            self.band_outcomes[pool].append((t, band, band_failed))
-            sums = self._band_sums[pool]
-            sums[0] += band
-            sums[1] += band_failed
+        if self._observe_window is not None:
+            st = self.state
+            self._observe_window(WindowOutcome(
+                t, pool, ok, int(st.pool_lp[st.pool_index[pool]]),
+                None if ok else self._hp_context.get(pool)))
         self.pool_status[pool] = self.pool_status[pool].counted(ok)
         if r.in_eval:
             self.recorder.window(t, pool, ok)
@@ -378,38 +354,14 @@ class Simulator:
 
     # ---- policy round -----------------------------------------------------------------------
     def _refresh_inputs(self, t: float) -> None:
-        """Feedback the quota step needs: recent window outcomes, waits, node eviction counts."""
-        horizon = self.params.horizon_h * HOUR
-        span = self.params.eta_window_h * HOUR
-        band_span = self.params.eta_band_window_h * HOUR
-        for pool, dq in self.recent.items():
-            while dq and dq[0][0] < t - horizon:
-                _t, was_ok, was_quota = dq.popleft()
-                self._recent_ok[pool] -= was_ok
-                self._recent_quota[pool] -= was_quota
-            evidence = self.eta_evidence[pool]
-            while evidence and evidence[0][0] < t - span:
-                self._evidence_quota[pool] -= evidence.popleft()[2]
-            band, sums = self.band_outcomes[pool], self._band_sums[pool]
-            while band and band[0][0] < t - band_span:
-                _t, was_band, was_failed = band.popleft()
-                sums[0] -= was_band
-                sums[1] -= was_failed
-            if not band:        # no drift of float sums once the band has no outcome left
-                sums[0] = sums[1] = 0.0
-            band_windows = max(sums[0], 0.0)     # float sums' drift clipped
-            band_failed = min(max(sums[1], 0.0), band_windows)
-            ok, failed = self._recent_ok[pool], len(dq) - self._recent_ok[pool]
+        """Inputs the quota step reads of the cluster: oldest LP waits, whole-node HP, node
+        eviction counts."""
+        for pool, st in self.pool_status.items():
             wait = self._oldest_lp_wait(pool, t)
             whole = self.hp_whole[pool] / MILLI
-            now = (ok, failed, wait, whole, self._recent_quota[pool], len(evidence),
-                   self._evidence_quota[pool], band_windows, band_failed)
-            st = self.pool_status[pool]
             # most refreshes of a calm pool restate what its status says: no new record then
-            if (st.recent_succeeded, st.recent_failed, st.oldest_lp_wait, st.hp_whole_gpus,
-                    st.recent_failed_quota, st.eta_windows, st.eta_failed_quota,
-                    st.band_windows, st.band_failed) != now:
-                self.pool_status[pool] = st.with_recent(*now)
+            if (st.oldest_lp_wait, st.hp_whole_gpus) != (wait, whole):
+                self.pool_status[pool] = st.with_wait(wait, whole)
         for window, counts, span in ((self.node_evictions, self._c1d, DAY),
                                      (self._evictions_1h, self._c1h, HOUR)):
             while window and window[0][0] < t - span:
@@ -517,9 +469,8 @@ class Simulator:
         for pool, eta in (d.eta or {}).items():
             if self.pool_status[pool].eta != eta:
                 self.pool_status[pool] = replace(self.pool_status[pool], eta=eta)
-                # this move read every outcome so far: the next one reads only newer ones
-                self.eta_evidence[pool].clear()
-                self._evidence_quota[pool] = 0
+        if d.feedback is not None:
+            self._feedback.update(d.feedback)
         if d.quotas is not None:
             self.quotas.clear()
             self.quotas.update(d.quotas)
@@ -534,17 +485,16 @@ class Simulator:
         for reports in d.reports:
             self.recorder.report(t, reports)
         # causes are read off the decision before any of it is applied (`eviction_causes`),
-        # with what the quota planned for (`_attribution`)
+        # with what the quota planned for (`Policy.attribution`)
         causes: list[EvictionCause] = []
-        self._attributable = {}
-        self._growth = {}
+        self._hp_context = {}
         if d.victims:
             causes = eviction_causes(self.state, self.jobs, self.running, d, planned)
-            plans = self._attribution(d, planned)
-            self._attributable = {pool: a for pool, (a, _hp, _plan) in plans.items()}
-            self._growth = self._growth_share(plans)
-            causes = [replace(c, hp_after_gpus=plans[c.pool][1], plan_gpus=plans[c.pool][2],
-                              quota_attributable=plans[c.pool][0])
+            self._hp_context = self._hp_after(d, planned)
+            plans = {pool: (*self.policy.attribution(pool, hp), hp)
+                     for pool, hp in self._hp_context.items()}
+            causes = [replace(c, hp_after_gpus=plans[c.pool][2] / MILLI,
+                              plan_gpus=plans[c.pool][1], quota_attributable=plans[c.pool][0])
                       if c.pool in plans else c for c in causes]
         for jid, cause in zip(d.victims, causes, strict=True):
             r = self.runs.get(jid)
@@ -573,80 +523,17 @@ class Simulator:
         """What each pool's η moved on and what the quota became (`Recorder.feedback`)."""
         classes = self.params.guarantee_classes
         for pool in self.state.pools:
-            st = self.pool_status[pool]
+            fb = self._feedback.get(pool)
             qs = [q for d in classes if (q := self.quotas.get((pool, d))) is not None]
-            if not qs:
+            if not qs or fb is None:
                 continue
             self.recorder.feedback(
-                t, pool, st, (max(qs), min(qs)),
-                max((self.reserves.get((pool, d), 0) for d in classes), default=0),
-                self._plan_gpus(pool))
+                t, pool, fb, (max(qs), min(qs)),
+                max((self.reserves.get((pool, d), 0) for d in classes), default=0))
 
-    def _plan_gpus(self, pool: str) -> float:
-        """The plan U_0 = μ_0 + z_ρ·σ_0/η the pool's quota is set for (GPUs), NaN without a
-        forecast."""
-        fc = self.forecasts.get(pool)
-        if fc is None or len(fc.mean) == 0:
-            return math.nan
-        eta = self.pool_status[pool].eta
-        got = self._plan_cache.get(pool)
-        if got is None or got[0] is not fc or got[1] != eta:
-            got = self._plan_cache[pool] = (fc, eta, float(demand_bound(fc, self.params.rho,
-                                                                       eta)[0]))
-        return got[2]
-
-    def _band_plans(self, pool: str) -> tuple[float, float, float] | None:
-        """(plan U_0 at η = 1, GPUs free of HP F_0 at η = 1, F_0 at the current η); None without
-        a forecast or at η ≤ 1, where there is no growth band. Read once per forecast and η,
-        not per window outcome."""
-        eta = self.pool_status[pool].eta
-        fc = self.forecasts.get(pool)
-        if eta <= 1.0 or fc is None or len(fc.mean) == 0:
-            return None
-        got = self._band_cache.get(pool)
-        if got is None or got[0] is not fc or got[1] != eta:
-            cap, rho = self.state.capacity_gpus(pool), self.params.rho
-            got = (fc, eta, float(demand_bound(fc, rho, 1.0)[0]),
-                   float(free_of_hp(fc, cap, rho, 1.0)[0]), float(free_of_hp(fc, cap, rho, eta)[0]))
-            self._band_cache[pool] = got
-        return got[2], got[3], got[4]
-
-    def _band_weight(self, pool: str, ok: bool) -> tuple[float, float]:
-        """A window outcome's (window weight, failure weight) in the growth band — the LP GPUs
-        above the quota at η = 1 and within the quota at the current η > 1, which only η's
-        growth let in. A success weighs the band's share of the pool's running LP GPUs (the
-        chance that it ran in the band); a failure weighs η's share of the overrun that broke it
-        (`_growth_share`), in both sums."""
-        if not ok:
-            g = self._growth.get(pool, 0.0)
-            return g, g
-        plans = self._band_plans(pool)
-        if plans is None:
-            return 0.0, 0.0
-        _plan1, free1, free_eta = plans
-        lp = float(self.state.pool_lp[self.state.pool_index[pool]]) / MILLI
-        if lp <= 0.0:
-            return 0.0, 0.0
-        return max(0.0, min(lp, free_eta) - free1) / lp, 0.0
-
-    def _growth_share(self, plans: dict[str, tuple[bool, float, float]]) -> dict[str, float]:
-        """Per pool with victims: η's share of the overrun behind them — of the HP demand above
-        the current plan (η > 1), the part the plan at η = 1 would have left room for, i.e. the
-        part that met LP only η's growth had let in."""
-        out: dict[str, float] = {}
-        for pool, (attributable, hp, plan) in plans.items():
-            got = self._band_plans(pool)
-            out[pool] = (max(0.0, min(1.0, (min(hp, got[0]) - plan) / (hp - plan)))
-                         if attributable and got is not None and hp > plan else 0.0)
-        return out
-
-    def _attribution(self, d: Decision, planned: bool) -> dict[str, tuple[bool, float, float]]:
-        """Per pool with victims in ``d``: (whether its evictions are the quota's to answer for,
-        HP GPUs once ``d`` is applied, the plan U_0 in GPUs or NaN) — the quota's to answer for:
-        HP demand once ``d`` is applied above the plan U_0 = μ_0 + z_ρ·σ_0/η the quota was set
-        for (a forecast error a wider margin would have absorbed), or no plan at all. Evictions
-        with HP inside the plan come from where LP sits or from LP admitted earlier under a
-        larger quota; η cannot prevent those (issue 40)."""
+    def _hp_after(self, d: Decision, planned: bool) -> dict[str, int]:
+        """Per pool with victims in ``d``: its HP GPUs (milli) once ``d`` is applied, the HP
+        context of the windows ``d`` breaks."""
         st = self.state
         hp_after: dict[str, int] = {}
         for jid in d.victims:
@@ -658,11 +545,7 @@ class Simulator:
                 job = self.jobs.get(jid)
                 if job is not None and job.is_hp and job.pool in hp_after:
                     hp_after[job.pool] += job.demand
-        out: dict[str, tuple[bool, float, float]] = {}
-        for pool, hp in hp_after.items():
-            plan = self._plan_gpus(pool)
-            out[pool] = (math.isnan(plan) or hp > plan * MILLI, hp / MILLI, plan)
-        return out
+        return hp_after
 
     def check_invariants(self, t: float) -> None:
         problems = self.state.check()

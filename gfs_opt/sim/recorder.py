@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from gfs_opt.model import MILLI, ClusterState, Job, Params, PoolStatus, SolveReport
+from gfs_opt.model import MILLI, ClusterState, Job, Params, QuotaFeedback, SolveReport
 from gfs_opt.sim.causes import CAUSE_FIELDS, EvictionCause
 from gfs_opt.sim.jobrun import JobRun
 
@@ -25,7 +25,7 @@ JOB_COLUMNS: tuple[str, ...] = (
     "windows_failed", "lost_gpu_s", "held_gpu_s", "status", "evictions_fragmentation")
 #: the quota feedback table's columns, one row per quota refresh and pool: η; the windows ended
 #: over the last H hours, failed, and failed while HP was above the plan; the evidence η moves on
-#: (`PoolStatus.eta_windows`, `eta_failed_quota`); the quota it gave (its largest and smallest
+#: (`EtaEvidence.eta_windows`, `eta_failed_quota`); the quota it gave (its largest and smallest
 #: over the guarantee classes: the shortest class's and the longest's); the shape reserve; HP
 #: demand; the plan U_0 = μ_0 + z_ρ·σ_0/η (NaN without a forecast); LP running
 FEEDBACK_COLUMNS: tuple[str, ...] = (
@@ -78,18 +78,19 @@ class Recorder:
             for (pool, d), q in quotas.items():
                 self.quota_log.append((t, pool, d, q / MILLI))
 
-    def feedback(self, t: float, pool: str, status: PoolStatus, quotas: tuple[int, int],
-                 reserve: int, plan: float) -> None:
-        """One refresh of ``pool``'s quota (`FEEDBACK_COLUMNS`): its status after the refresh,
-        the largest and smallest class quota (milli-GPU), the reserve, the plan (GPUs). The
-        engine asks only where `logs_quota` holds (the plan costs a forecast read)."""
+    def feedback(self, t: float, pool: str, fb: QuotaFeedback, quotas: tuple[int, int],
+                 reserve: int) -> None:
+        """One refresh of ``pool``'s quota (`FEEDBACK_COLUMNS`): η after the refresh and what it
+        moved on, the largest and smallest class quota (milli-GPU), the reserve, the plan (GPUs).
+        The engine asks only where `logs_quota` holds."""
         i = self.state.pool_index[pool]
+        ev = fb.evidence
         self.feedback_log.append((
-            t, pool, status.eta, status.recent_failed + status.recent_succeeded,
-            status.recent_failed, status.recent_failed_quota, status.eta_windows,
-            status.eta_failed_quota, quotas[0] / MILLI, quotas[1] / MILLI, reserve,
-            float(self.state.pool_hp[i]) / MILLI, plan, float(self.state.pool_lp[i]) / MILLI,
-            status.band_windows, status.band_failed))
+            t, pool, fb.eta, ev.recent_failed + ev.recent_succeeded,
+            ev.recent_failed, ev.recent_failed_quota, ev.eta_windows,
+            ev.eta_failed_quota, quotas[0] / MILLI, quotas[1] / MILLI, reserve,
+            float(self.state.pool_hp[i]) / MILLI, fb.plan_gpus, float(self.state.pool_lp[i]) / MILLI,
+            ev.band_windows, ev.band_failed))
 
     def report(self, t: float, rep: SolveReport) -> None:
         self.reports[(rep.step, rep.method, rep.status, rep.fallback)] += 1

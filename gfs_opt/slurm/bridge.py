@@ -3,11 +3,15 @@
 Nothing else under `gfs_opt/slurm/` imports `gfs_opt.quota`, `gfs_opt.forecast`,
 `gfs_opt.preempt` or `gfs_opt.policies`; re-point this module when those change. Its surface:
 
-``GfsBrain(params, forecaster, origin, state)`` — the simulator's own `GFSPolicy` object, driven
-    by live inputs instead of the simulator:
+``GfsBrain(params, forecaster, origin, state, policy="gfs")`` — the simulator's own `GFSPolicy`
+    object (any GFS variant by name, ``gfs-paper`` included), driven by live inputs instead of
+    the simulator:
     ``load_history(frame)``   hourly-max HP GPUs (columns ds, series "pool|org", y) before start;
     ``observe_hour(t, usage)`` hourly max of HP GPUs per (pool, org) for the hour ending at t;
     ``refit(t)``              the daily forecaster refit (midnight of trace time);
+    ``observe_window(o)``     an LP guarantee window ended (`WindowOutcome`): η's evidence, kept
+                              by the spot quota's ledger exactly as in the simulator;
+    ``evidence(pool)``        what η's feedback read of the pool at the last refresh;
     ``refresh(rnd)``          → `QuotaUpdate`: quota per (pool, class) and η after feedback — the
                               same `SpotQuota.refresh` GFS runs in the simulator every 300 s;
     ``victims(rnd, exact)``   → `VictimPlan`: PTS's HP pass (or the preemption MILP) on a live
@@ -36,12 +40,14 @@ from gfs_opt.forecast.series import series_from_trace
 from gfs_opt.model import (
     ClusterState,
     Decision,
+    EtaEvidence,
     Params,
     Placement,
     PoolForecast,
     Round,
     RunningJob,
     SolveReport,
+    WindowOutcome,
 )
 from gfs_opt.pending import FIFO_ORDER, PTS_ORDER
 from gfs_opt.policies import POLICIES, make_policy, register_policy
@@ -105,12 +111,13 @@ class GfsBrain:
     """GFS's decision code behind the calls the live controller makes (see module doc)."""
 
     def __init__(self, params: Params, forecaster: str, origin: pd.Timestamp,
-                 state: ClusterState, victims: str = "two-pointer") -> None:
+                 state: ClusterState, victims: str = "two-pointer", policy: str = "gfs") -> None:
         self.params = params
         self.origin = pd.Timestamp(origin)
-        policy = make_policy("gfs", forecaster=forecaster, victims=victims)
-        assert isinstance(policy, GFSPolicy)
-        self.policy: GFSPolicy = policy
+        made = make_policy(policy, forecaster=forecaster, victims=victims)
+        if not isinstance(made, GFSPolicy) or made.spot is None:
+            raise GfsError(f"policy {policy!r} is not a GFS variant with a spot quota")
+        self.policy: GFSPolicy = made
         self.policy.reset(state, params, self.origin)
 
     def load_history(self, frame: pd.DataFrame) -> int:
@@ -118,6 +125,13 @@ class GfsBrain:
 
     def observe_hour(self, t: float, usage: dict[tuple[str, str], float]) -> None:
         self.policy.observe_hour(t, usage)
+
+    def observe_window(self, outcome: WindowOutcome) -> None:
+        self.policy.observe_window(outcome)
+
+    def evidence(self, pool: str) -> EtaEvidence:
+        assert self.policy.spot is not None
+        return self.policy.spot.ledger.reading(pool)
 
     def refit(self, t: float) -> bool:
         if self.policy.spot is None:

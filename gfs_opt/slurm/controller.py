@@ -16,6 +16,7 @@ JSON line with its reason; ``--dry-run`` logs the same decisions without acting.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import signal
@@ -27,13 +28,14 @@ from typing import Any
 import pandas as pd
 
 from gfs_opt.errors import GfsError
-from gfs_opt.model import MILLI, ClusterState, JobClass, Params, PoolStatus
+from gfs_opt.model import MILLI, ClusterState, JobClass, Params, PoolStatus, WindowOutcome
 from gfs_opt.slurm.bridge import GfsBrain
 from gfs_opt.slurm.client import SlurmClient, SlurmError
 from gfs_opt.slurm.clock import TraceClock
 from gfs_opt.slurm.layout import HP_QOS, NET_QOS, ClusterSpec
 from gfs_opt.slurm.live import (
     LiveJob,
+    WindowEvent,
     WindowTracker,
     build_round,
     oldest_quota_wait,
@@ -54,6 +56,7 @@ class ControllerConfig:
     refresh_s: float = 300.0           # trace seconds between quota refreshes
     poll_s: float = 1.0                # wall seconds between polls
     forecaster: str = "prophet"
+    policy: str = "gfs"                # the GFS variant whose quota and victims run (`gfs-paper`: the published GFS)
     rho: float = 0.9
     horizon_h: int = 4
     exact: bool = False
@@ -134,6 +137,7 @@ class Controller:
                        "escalations": 0}
         self.escalated: set[int] = set()
         self.placeable_since: dict[int, float] = {}   # HP job → wall time of its first placement
+        self.hp_context: dict[int, int] = {}   # requeued LP job → HP milli-GPUs its requeue planned for
 
     def mine(self, jobs: list[LiveJob]) -> list[LiveJob]:
         """The jobs of this controller's pool (every job on a single-pool cluster)."""
@@ -153,7 +157,8 @@ class Controller:
         state = ClusterState([self.cfg.pool], [self.cfg.pool] * len(self.nodes),
                              [self.spec.gpus] * len(self.nodes), self.nodes)
         self.params_ = self.params(t_start)
-        self.brain = GfsBrain(self.params_, self.cfg.forecaster, self.cfg.origin, state)
+        self.brain = GfsBrain(self.params_, self.cfg.forecaster, self.cfg.origin, state,
+                              policy=self.cfg.policy)
         if self.cfg.history is not None:
             try:
                 frame = pd.read_csv(self.cfg.history, parse_dates=["ds"])
@@ -195,7 +200,7 @@ class Controller:
         jobs = self.mine(parse_jobs(self.client.jobs()) if jobs is None else jobs)
         t = clock.now()
         self.counts["polls"] += 1
-        self.tracker.update(jobs, clock)
+        self.report_windows(self.tracker.update(jobs, clock), jobs)
         usage: dict[tuple[str, str], float] = {}
         for j in jobs:
             if j.running and j.cls is JobClass.HP:
@@ -223,6 +228,19 @@ class Controller:
                 self.next_refresh += self.cfg.refresh_s
         self.preempt(jobs)
         self.escalate(jobs)
+
+    def report_windows(self, events: list[WindowEvent], jobs: list[LiveJob]) -> None:
+        """Hand each ended window to the policy's spot quota (η's evidence), with the pool's LP
+        GPUs now and, for a broken window, the HP context of its eviction: the HP GPUs the
+        controller planned for when it requeued the job, else the HP GPUs running now."""
+        if not events:
+            return
+        assert self.brain is not None
+        lp = sum(j.g * j.workers for j in jobs if j.running and j.cls is JobClass.LP)
+        hp = sum(j.g * j.workers for j in jobs if j.running and j.cls is JobClass.HP)
+        for ev in events:
+            ctx = None if ev.ok else self.hp_context.pop(ev.job_id, hp)
+            self.brain.observe_window(WindowOutcome(ev.t, self.cfg.pool, ev.ok, lp, ctx))
 
     def escalate(self, jobs: list[LiveJob]) -> None:
         """Hand HP jobs the controller could not start in time to Slurm's own preemption."""
@@ -258,7 +276,6 @@ class Controller:
         assert self.brain is not None and self.clock is not None
         self.status[self.cfg.pool] = replace(self.tracker.filled(self.status[self.cfg.pool]),
                                              oldest_lp_wait=oldest_quota_wait(jobs, self.clock))
-        st = self.status[self.cfg.pool]
         view = self._view(jobs)
         c1h, c1d = self.tracker.node_evictions(self.nodes, view.rnd.time)
         rnd = replace(view.rnd, node_evictions_1h=c1h, node_evictions_1d=c1d, quota_due=True)
@@ -267,6 +284,7 @@ class Controller:
             if pool in self.status:
                 self.status[pool] = replace(self.status[pool], eta=eta)
         st = self.status[self.cfg.pool]
+        ev = self.brain.evidence(self.cfg.pool)
         self.counts["refreshes"] += 1
         if upd.lifted:
             self._lift_limits()
@@ -282,13 +300,14 @@ class Controller:
             if self.limits.get(name) == limit:
                 continue
             reason = (f"quota Q={q / MILLI:.1f} GPUs for class {d:g} h "
-                      f"(η={st.eta:.3f}, ER window {st.recent_failed} failed/"
-                      f"{st.recent_succeeded} ok"
+                      f"(η={st.eta:.3f}, ER window {ev.recent_failed} failed/"
+                      f"{ev.recent_succeeded} ok"
                       + (f", HP forecast μ0={float(fc.mean[0]):.1f} σ0={float(fc.std[0]):.1f}"
                          if fc is not None and len(fc.mean) else ", no forecast: Q = capacity")
                       + (f", minus {others} GPUs of other classes" if others else "") + ")")
             self._set_limit(name, limit, reason, quota_milli=q, eta=st.eta,
-                            lp_gpus=view.lp_gpus_by_qos.get(name, 0))
+                            lp_gpus=view.lp_gpus_by_qos.get(name, 0),
+                            evidence=dataclasses.asdict(ev))
 
     def _lift_limits(self) -> None:
         """After the scored window the simulator admits LP freely so the backlog drains; the
@@ -341,6 +360,9 @@ class Controller:
             else {j.job_id: j for j in jobs}
         before = {j.job_id: j for j in jobs}
         hp_for = [h for h, pl in plan.placements.items() if h in rnd.pending_hp]
+        # the HP context of these evictions: HP running now plus the HP jobs they make room for
+        hp_after = sum(j.g * j.workers for j in jobs if j.running and j.cls is JobClass.HP) + \
+            sum(rnd.jobs[h].demand for h in hp_for)
         chosen = []
         for v in plan.victims:
             now_v, then_v = fresh.get(v), before.get(v)
@@ -386,6 +408,7 @@ class Controller:
                              f"requeue failed: {exc}", job=v)
                     continue
                 self.counts["requeues"] += 1
+            self.hp_context[v] = hp_after
             # wall seconds from the end of the victim's window (Slurm's whole-second start +
             # the compressed window) to this requeue: what the exempt margin must cover
             assert self.clock is not None

@@ -309,10 +309,10 @@ class WindowTracker:
         return new
 
     def filled(self, status: PoolStatus) -> PoolStatus:
-        """``status`` with the window outcomes seen so far (recent and in total)."""
-        ok = sum(1 for e in self.events if e.ok)
-        return replace(status, recent_succeeded=ok, recent_failed=len(self.events) - ok,
-                       failed=self.failed, succeeded=self.succeeded)
+        """``status`` with the window outcomes seen so far (PTS's node cost F and S). η's
+        evidence is the spot quota's: the controller reports each outcome to it
+        (`gfs_opt.slurm.bridge.GfsBrain.observe_window`)."""
+        return replace(status, failed=self.failed, succeeded=self.succeeded)
 
     def node_evictions(self, node_names: list[str], t: float) -> tuple[np.ndarray, np.ndarray]:
         """LP evictions per node over the last hour and day (the E(n) inputs)."""

@@ -45,6 +45,7 @@ ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUE
 @dataclass
 class ReplayConfig:
     policy: str = "gfs"
+    gfs: str = "gfs"                     # the GFS variant the controller runs (`gfs-paper`, …)
     speedup: float = 60.0
     drain_s: float = 6 * 3600.0          # trace seconds after the slice end
     lead_s: float = 2.0                  # wall seconds between clock set and the first job
@@ -135,7 +136,8 @@ class ControllerProcess:
                 "--history", str(out / "history.csv"), "--log", str(self.log),
                 "--origin", str(plan.trace.origin), "--forecaster", cfg.forecaster,
                 "--refresh", f"{cfg.refresh_s:g}", "--poll", f"{cfg.poll_s:g}",
-                "--rho", f"{cfg.rho:g}", "--ckpt-dir", str(out / "runs"), *cfg.controller_args]
+                "--rho", f"{cfg.rho:g}", "--gfs", cfg.gfs, "--ckpt-dir", str(out / "runs"),
+                *cfg.controller_args]
         argv += (["--no-net"] if cfg.net_after_s is None
                  else ["--net-after", f"{cfg.net_after_s:g}"])
         if cfg.exact:
@@ -304,6 +306,7 @@ def replay(spec: ClusterSpec, plan: ReplayPlan, cfg: ReplayConfig, out: Path,
     summary.update({
         "policy": f"slurm:{cfg.policy}", "policy_options": {
             "speedup": cfg.speedup, "forecaster": cfg.forecaster if ctls else None,
+            "gfs": cfg.gfs if ctls else None,
             "exact": cfg.exact, "protect_windows": cfg.protect_windows,
             "exempt_margin_s": margin,
             "net_after_s": cfg.net_after_s if ctls else None,

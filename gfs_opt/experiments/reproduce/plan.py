@@ -47,7 +47,7 @@ BASELINES = ("yarn-cs", "chronus", "lyra", "fgd")
 #: … and under GFS's spot quota with a static η, as the authors ran them (Chronus has no quota)
 SQA_BASELINES = ("yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
 ABLATIONS = ("gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims",
-             "gfs-no-shape", "gfs-worker-victims", "gfs-no-beside", "gfs-paper-eta")
+             "gfs-no-shape", "gfs-no-gang-victims", "gfs-no-beside", "gfs-no-attributable-eta")
 GROUPS = ("grid", "ablations", "rho", "full", "seeds")
 QUOTA_TRACE = "quota_trace.csv"
 

@@ -292,9 +292,9 @@ def _ablations(res: ReproResults) -> dict[str, Any] | None:
              "gfs-static-eta": "η fixed at 1", "gfs-no-history": "PTS ignores eviction history E(n)",
              "gfs-naive-victims": "first candidate node, victims in arbitrary order",
              "gfs-no-shape": "no whole-node reserve (count quota only)",
-             "gfs-worker-victims": "victims chosen worker by worker (PTS), not for the gang",
+             "gfs-no-gang-victims": "victims chosen worker by worker (PTS), not for the gang",
              "gfs-no-beside": "LP co-located with LP (PTS), not beside HP",
-             "gfs-paper-eta": "η moves on every eviction (paper), not the attributable ones"}
+             "gfs-no-attributable-eta": "η moves on every eviction (paper), not the attributable ones"}
     rows = [[r["policy"], about.get(r["policy"], ""), pct(r["lp_eviction_rate"], digits=2),
              f"{r['lp_eviction_rate_x_gfs']:.2f}×", secs(r["lp_jqt_mean"]),
              f"{r['lp_jqt_mean_x_gfs']:.2f}×", secs(r["lp_jqt_p90"]), num(r["lp_never_started"]),

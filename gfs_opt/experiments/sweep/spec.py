@@ -49,7 +49,13 @@ from gfs_opt.experiments.setups import LOADS, SETUPS
 from gfs_opt.forecast.registry import MODELS
 from gfs_opt.instance.schema import format_loc
 from gfs_opt.model import Params
-from gfs_opt.policies import POLICIES, make_policy, settable_options
+from gfs_opt.policies import (
+    POLICIES,
+    make_policy,
+    parse_policy,
+    policy_name,
+    settable_options,
+)
 from gfs_opt.traces.load import REF_TOY
 from gfs_opt.traces.synth import SETUPS as SYNTH
 
@@ -119,12 +125,10 @@ class ParamsSpec(BaseModel):
     quota_refresh_s: AxisOf[PosFloat] | None = None
     eta_min: AxisOf[PosFloat] | None = None
     eta_max: AxisOf[PosFloat] | None = None
-    eta_static: AxisOf[StrictBool] | None = None
     restart_small_s: AxisOf[NonNegFloat] | None = None
     restart_large_s: AxisOf[NonNegFloat] | None = None
     hard_guarantee: AxisOf[StrictBool] | None = None
     quota_after_window: AxisOf[StrictBool] | None = None
-    pool_aggregation: AxisOf[Annotated[str, Field(pattern="^(independent|sum-quantiles)$")]] | None = None
 
     def axes(self) -> dict[str, list[Any]]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -367,11 +371,12 @@ def _check_policies(spec: SweepSpec, source: object) -> None:
             raise InputError(source, f"key 'imports[{i}]': importing {module!r} failed: "
                                      f"{type(exc).__name__}: {_one_line(str(exc))}") from None
     for i, pol in enumerate(spec.policies):
-        if pol not in POLICIES:
-            raise InputError(source, f"key 'policies[{i}]': unknown policy {pol!r}; choose from "
-                                     f"{', '.join(POLICIES)}")
+        try:
+            parse_policy(pol)
+        except GfsError as exc:
+            raise InputError(source, f"key 'policies[{i}]': {exc}") from None
     for key in spec.options:
-        if not any(key in settable_options(p) for p in spec.policies):
+        if not any(key in _settable(p) for p in spec.policies):
             raise InputError(source, f"key 'options.{key}': no policy of this sweep takes it")
     if "forecaster" in spec.options:
 
@@ -389,8 +394,15 @@ def _check_policies(spec: SweepSpec, source: object) -> None:
                 raise InputError(source, f"key 'options': policy {pol!r}: {exc}") from None
 
 
+def _settable(policy: str) -> set[str]:
+    """The options a sweep's ``[options]`` may set on ``policy`` (a spec, maybe with its own
+    ``[key=value]`` options, which the grid does not override)."""
+    name, own = parse_policy(policy)
+    return settable_options(name) - set(own)
+
+
 def _option_combos(spec: SweepSpec, policy: str) -> list[dict[str, Any]]:
-    keys = [k for k in spec.options if k in settable_options(policy)]
+    keys = [k for k in spec.options if k in _settable(policy)]
     return [dict(zip(keys, vals, strict=True))
             for vals in itertools.product(*(spec.options[k] for k in keys))]
 
@@ -509,7 +521,7 @@ def _non_default_params(params: dict[str, Any]) -> dict[str, Any]:
 
 def _non_default_options(policy: str, opts: dict[str, Any]) -> dict[str, Any]:
 
-    cls, _fixed = POLICIES[policy]
+    cls, _fixed = POLICIES[policy_name(policy)]
     defaults: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         init = klass.__dict__.get("__init__")
