@@ -175,19 +175,13 @@ def report(step: str, outcome: Outcome, opts: SolverOptions, *, fallback: bool =
 
 
 def export(model: mathopt.Model, fmt: str) -> str:
-    """The model as LP or MPS text, readable by any MILP solver."""
-    from ortools.linear_solver.python import model_builder
-    from ortools.math_opt.io.python import mps_converter
+    """The model as LP or MPS text that PuLP, CBC, HiGHS and OR-Tools read alike: minimisation
+    form (a maximised objective is written negated), full precision (`gfs_opt.milp_export`)."""
+    from gfs_opt.milp_export import export_text
 
     if fmt not in EXPORT_FORMATS:
         raise GfsError(f"unknown export format '{fmt}' (choose lp or mps)")
-    mps = mps_converter.model_proto_to_mps(model.export_model())
-    if fmt == "mps":
-        return mps
-    builder = model_builder.ModelBuilder()
-    if not builder.import_from_mps_string(mps):
-        raise GfsError("could not convert the model to LP format")
-    return builder.export_to_lp_string(False)
+    return export_text(model.export_model(), fmt)
 
 
 def satisfies(model: mathopt.Model, values: Mapping[mathopt.Variable, float],

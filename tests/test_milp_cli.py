@@ -103,8 +103,10 @@ def test_export_writes_both_models(tmp_path: Path, fmt: str, capsys: pytest.Capt
     quota = tmp_path / f"round.quota.{fmt}"
     assert out.exists() and quota.exists()
     text = out.read_text()
-    assert ("Maximize" in text) if fmt == "lp" else ("ROWS" in text)
-    assert str(quota) in capsys.readouterr().out
+    # the minimisation form: no reader ignores the sense (CBC ignores an MPS OBJSENSE MAX)
+    assert ("Minimize" in text) if fmt == "lp" else ("ROWS" in text and "OBJSENSE" not in text)
+    printed = capsys.readouterr().out
+    assert f"wrote {out}:" in printed and f"wrote {quota}:" in printed   # every file named
 
 
 @pytest.mark.parametrize("args, needle", [
