@@ -324,8 +324,7 @@ def cost(days: int, baseline_rev: str) -> list[dict[str, object]]:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--cost-worker":
-        # an archived old tree sits outside the checkout: point it at the same shared data
-        os.environ.setdefault("GFS_DATA_DIR", str(REPO.parent / "shared" / "data"))
+        # an archived old tree sits outside the checkout: the parent passes its data folder
         setup, model, days, params = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
         print(json.dumps(cost_worker(setup, model, days, json.loads(params))))
         return 0

@@ -74,7 +74,9 @@ def spec_for(case: str, policy: str, forecaster: str | None) -> Any:
         frac = float(case.split("@")[1])
         return RunSpec.from_setup("full", replay_from=SCALE_FROM[frac], **kw)
     if case.split("@")[0] == "chronus":
-        data = Path(os.environ.get("GFS_DATA_DIR", "/work/shared/data"))
+        from gfs_opt.paths import data_dir
+
+        data = data_dir()
         capacity = float(case.split("@")[1]) if "@" in case else 0.5
         return RunSpec(trace=str(data / CHRONUS_FILE), time_scale=24.0, lp_load=4.0,
                        capacity_scale=capacity, **kw)

@@ -14,6 +14,7 @@ on 127.0.0.1 that serves a stand-in job file, with the pinned hash replaced by t
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from standins import write_alibaba_standin, write_chronus_standin
-from test_data_fetch import GOOD, serve
+from test_data_fetch import GOOD, PAYLOAD, serve
 from test_fuzz_cli import alarm
 
 REPO = Path(__file__).resolve().parent.parent
@@ -176,9 +177,9 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         import gfs_opt.traces.verify as verify_mod
 
         ds = fetch_mod.DATASETS["alibaba-v2026"]
+        remote = dataclasses.replace(ds.files[0], url=url, sha256=GOOD, size=len(PAYLOAD))
         monkeypatch.setitem(fetch_mod.DATASETS, "alibaba-v2026",
-                            fetch_mod.Dataset(ds.name, url, GOOD, None, ds.file_name,
-                                              ds.companions, ds.about))
+                            dataclasses.replace(ds, files=(remote,)))
         monkeypatch.setattr(verify_mod, "JOB_FILE_SHA256", GOOD)
         yield tmp_path
 
