@@ -4,7 +4,7 @@
         [--models prophet,ets,week-peak,seasonal-naive] [--ablations] [--cost-days 4]
         [--before] [--baseline-rev 3fc4f72] [--refit-days 2,4] [--json FILE]
 
-Calibration (GFS-SPEC §2.1, issue 10 target). Protocol = `ForecastProvider`'s: daily fit at 00:00,
+Calibration (GFS-SPEC §2.1; target: ≥ 75 % of series in band at each lead). Protocol = `ForecastProvider`'s: daily fit at 00:00,
 hourly update with the hour just ended, forecast h = 1..4 from it; scored over August 2024 (the
 window the simulator scores), quantile 0.9. Datasets: ``alibaba`` = the real per-GPU-model hourly
 demand (6 pools); ``tenants`` = the (pool, org) HP series of the full-scale synthetic trace
