@@ -11,6 +11,19 @@
 # paper's cluster scores thousands.
 
 # %%
+import os
+from pathlib import Path
+from tempfile import mkdtemp
+
+import pandas as pd
+from IPython.display import Image, display
+
+QUICK = os.environ.get("GFS_NOTEBOOK_QUICK") == "1"   # tests set it: small, fast settings
+FIGS = Path(mkdtemp(prefix="gfs-nb-"))                  # PNGs written by gfs_opt's plot helpers
+pd.set_option("display.width", 160, "display.max_columns", 30, "display.precision", 3)
+# %matplotlib inline
+
+# %%
 import json
 
 from gfs_opt.experiments.reproduce.headline import (ablation_table, changes, comparisons_frame,
@@ -24,6 +37,8 @@ cfg = ReproConfig.quick_config(policies=policies, milp_policies=(),
 res = reproduce(cfg, Path(mkdtemp(prefix="gfs-repro-")), say=lambda msg: None)
 summaries, best = res.summaries(), res.best_baseline
 print("groups run here:", {g: list(v) for g, v in summaries.items()})
+# the introduction's count: the small setup scores 64 LP jobs
+assert summaries["grid"]["medium"]["gfs"]["jobs_lp"] == 64
 
 # %% [markdown]
 # ## The paper's numbers and ours
