@@ -17,6 +17,7 @@ import numpy as np
 from ortools.math_opt.python import mathopt
 
 from gfs_opt.errors import GfsError
+from gfs_opt.milp_export import export_text
 from gfs_opt.model import SolveReport
 
 SOLVERS: dict[str, mathopt.SolverType] = {
@@ -177,8 +178,6 @@ def report(step: str, outcome: Outcome, opts: SolverOptions, *, fallback: bool =
 def export(model: mathopt.Model, fmt: str) -> str:
     """The model as LP or MPS text that PuLP, CBC, HiGHS and OR-Tools read alike: minimisation
     form (a maximised objective is written negated), full precision (`gfs_opt.milp_export`)."""
-    from gfs_opt.milp_export import export_text
-
     if fmt not in EXPORT_FORMATS:
         raise GfsError(f"unknown export format '{fmt}' (choose lp or mps)")
     return export_text(model.export_model(), fmt)

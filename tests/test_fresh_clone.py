@@ -63,7 +63,7 @@ def test_the_data_folder_defaults_to_a_per_user_folder(clone: Path) -> None:
     assert res.stdout.strip() == str(clone.parent / "no-user-data" / "gfs-opt")
 
 
-def _main_job(clone: Path, extra: list[str]) -> None:
+def _main_job(clone: Path, extra: list[str]) -> str:
     argv = shlex.split(main_job())[1:]          # read from the README: `gfs-opt compare …`
     res = _run(clone, ["-m", "gfs_opt.cli", *argv, *extra], 900)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -73,6 +73,7 @@ def _main_job(clone: Path, extra: list[str]) -> None:
                 else ["gfs", "yarn-cs", "chronus", "lyra", "fgd"])
     for policy in policies:                      # one table row per policy
         assert f" {policy} " in f" {res.stdout} ", (policy, res.stdout)
+    return res.stdout
 
 
 def test_main_job_quick_variant_without_data_folder(clone: Path) -> None:
@@ -83,7 +84,14 @@ def test_main_job_quick_variant_without_data_folder(clone: Path) -> None:
 
 @pytest.mark.slow
 def test_main_job_as_written_without_data_folder(clone: Path) -> None:
-    _main_job(clone, [])
+    out = _main_job(clone, [])
+    # the README shows what it prints: every line of its excerpt is a line of the output
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("## What the main job prints", 1)[1].split("```text\n", 1)[1]
+    shown = shown.split("```", 1)[0]
+    printed = {ln.rstrip() for ln in out.splitlines()}
+    missing = [ln for ln in shown.splitlines() if ln.strip() and ln.rstrip() not in printed]
+    assert not missing, missing
 
 
 def test_data_dependent_tests_pass_without_data_folder(clone: Path) -> None:
