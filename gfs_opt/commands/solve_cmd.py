@@ -68,9 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the model(s) to --out instead of solving, as minimisations of "
                         "the negated objective (a solver's optimum is minus the MILP's)")
     p.add_argument("--out", type=Path, default=None, metavar="FILE",
-                   help="export target: the preemption model (--step preemption or all) or the "
-                        "quota model (--step quota); with --step all the quota model also goes "
-                        "to FILE-stem.quota.EXT beside it")
+                   help="export target (default: INSTANCE's name with the format's extension, "
+                        "in the current folder): the preemption model (--step preemption or all) "
+                        "or the quota model (--step quota); with --step all the quota model also "
+                        "goes to FILE-stem.quota.EXT beside it")
     p.set_defaults(handler=_solve)
 
 
@@ -89,8 +90,8 @@ def _solve(args: argparse.Namespace) -> int:
     from gfs_opt.solve import SolverOptions
 
     t_start = time.perf_counter()
-    if args.export and args.out is None:
-        raise GfsError("--export needs --out FILE")
+    if args.export and args.out is None:   # beside the caller, named after the instance
+        args.out = Path(f"{args.instance.stem}.{args.export}")
     if args.export:
         check_out_file(args.out)
     solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap,
