@@ -1,7 +1,7 @@
-"""Does GFS win both at once? The grid of issue 37, cached cell by cell.
+"""Does GFS win both at once? The grid of GFS against both baseline families, cached cell by cell.
 
     python benchmarks/bench_both.py run [--grid targets|ablations|chronus|seeds|ptsorder|all] [--workers N] [--refresh P,Q]
-    python benchmarks/bench_both.py table [targets|issue40|ablations|chronus|seeds|all]
+    python benchmarks/bench_both.py table [targets|allowance|ablations|chronus|seeds|all]
 
 A cell is one replay (setup or trace, policy, LP load, seed, forecaster, capacity and time
 scale); its summary goes to ``results/bench-both/<key>.json`` (gitignored) and is never re-run,
@@ -116,7 +116,7 @@ def grid(name: str, seeds: Iterable[int] = (0, 1, 2)) -> list[Cell]:
     if name in ("qmilp", "all"):   # the admission MILP (with its shape rows) against the rule
         cells += [Cell("gfs-milp", 1.0, s, "ets", opts=(("quota_method", "milp"),))
                   for s in seeds]
-    if name in ("ptsorder", "all"):   # GFS without aging (PTS's LP order alone), issue 40's cells
+    if name in ("ptsorder", "all"):   # GFS without aging (PTS's LP order alone), the allowance cells
         cells += [Cell("gfs-no-aged-order", f, s, "ets") for f in LOADS.values() for s in seeds]
         cells += [Cell("gfs-no-aged-order", 1.0, s, "prophet") for s in seeds]
         cells += [Cell("gfs-no-aged-order", 1.0, s, "ets") for s in (3, 4)]
@@ -263,8 +263,8 @@ def _targets(load: str, f: float, fc: str, seeds: tuple[int, ...]) -> None:
         f"{'met' if ok else 'MISSED'}: {text}" for text, ok in checks))
 
 
-def table_issue40() -> None:
-    """Issue 40's target on every trace we have where the quota binds: GFS LP JQT ≤ the `+sqa`
+def table_allowance() -> None:
+    """The allowance target on every trace we have where the quota binds: GFS LP JQT ≤ the `+sqa`
     mean, and LP eviction ≤ the `+sqa` mean + 5 % (relative), means over the seeds present."""
     cases: list[tuple[str, dict[str, object], float, tuple[int, ...], str]] = [
         (f"Chronus MIX1 ×24, LP load {load:g}",
@@ -272,7 +272,7 @@ def table_issue40() -> None:
         for load in (2.0, 4.0)]
     cases += [(f"paper-a100 {name}", {}, f, (0, 1, 2), "ets") for name, f in LOADS.items()]
     cases += [("paper-a100 seeds 3–4, medium", {}, 1.0, (3, 4), "ets")]
-    print("\n### Issue 40: GFS LP JQT ≤ +sqa mean and LP evict ≤ +sqa mean + 5 %\n")
+    print("\n### The allowance: GFS LP JQT ≤ +sqa mean and LP evict ≤ +sqa mean + 5 %\n")
     print("| trace | policy | seeds | GFS LP evict | +sqa mean evict (+5 %) | GFS LP JQT s | "
           "+sqa mean JQT s | JQT | evict |")
     print("|---|---|---|---:|---:|---:|---:|---|---|")
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="re-run these policies' cells that ran on other code")
     t = sub.add_parser("table")
     t.add_argument("which", nargs="?", default="all",
-                   choices=["targets", "issue40", "frontier", "ablations", "chronus", "seeds",
+                   choices=["targets", "allowance", "frontier", "ablations", "chronus", "seeds",
                             "qmilp", "mechanisms", "all"])
     args = ap.parse_args(argv)
     if args.cmd == "run":
@@ -332,15 +332,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.which in ("targets", "all"):
         table_targets()
-    if args.which in ("issue40", "all"):
-        table_issue40()
+    if args.which in ("allowance", "all"):
+        table_allowance()
     for name, title in (("frontier", "η frontier, paper-a100 medium, ETS (quota_eta = fixed η)"),
                         ("ablations", "Ablations, paper-a100 medium, ETS"),
                         ("chronus", "Chronus MIX1 ×24, ETS"),
                         ("seeds", "paper-a100 drawn with other seeds (3, 4), medium, ETS"),
                         ("qmilp", "gfs-milp with the admission MILP (quota_method=milp), medium, "
                                   "ETS"),
-                        ("mechanisms", "GFS before issue 37 (every mechanism off) and one "
+                        ("mechanisms", "GFS before the both-families work (every mechanism off) and one "
                                        "mechanism off at a time, beyond paper-a100 seeds 0–2")):
         if args.which in (name, "all"):
             table_rows(grid(name), title)

@@ -20,11 +20,12 @@ from pathlib import Path
 from gfs_opt.instance import load_round
 from gfs_opt.instance.milp_gap import PTS_POLICY
 from gfs_opt.instance.solve_round import run_greedy_preempt, run_greedy_quota
-from gfs_opt.model import MILLI, JobClass, Round
+from gfs_opt.model import JobClass, Round
 from gfs_opt.preempt.milp import solve_preemption
 from gfs_opt.quota.milp import solve_quota
 from gfs_opt.solve import PRESOLVE, SolverOptions
 
+#: P in milli-GPU (as instance files' meta.optimum and `gfs-opt solve`), C in GPU·s
 COLUMNS = ["instance", "nodes", "GPUs", "run LP", "pend HP", "pend LP",
            "greedy P", "greedy C", "greedy ms", "greedy ok",
            "MILP P", "P bound", "MILP C", "C bound", "C gap", "MILP s", "status",
@@ -65,10 +66,10 @@ def bench_one(path: Path, solver: SolverOptions, repeat: int) -> dict[str, objec
     return {
         "instance": path.stem, "nodes": rnd.state.n_nodes, "GPUs": rnd.state.n_gpus,
         "run LP": n_lp, "pend HP": len(rnd.pending_hp), "pend LP": len(rnd.pending_lp),
-        "greedy P": gs.placed / MILLI, "greedy C": gs.eviction_cost, "greedy ms": 1000 * g_t,
+        "greedy P": gs.placed, "greedy C": gs.eviction_cost, "greedy ms": 1000 * g_t,
         "greedy ok": "yes" if not g.problems else "NO",  # type: ignore[attr-defined]
-        "MILP P": ms.placed / MILLI,
-        "P bound": None if res.phase1 is None or res.phase1.bound is None else res.phase1.bound / MILLI,
+        "MILP P": ms.placed,
+        "P bound": None if res.phase1 is None or res.phase1.bound is None else res.phase1.bound,
         "MILP C": ms.eviction_cost, "C bound": None if p2 is None else p2.bound,
         "C gap": None if p2 is None else p2.gap, "MILP s": rep.time_s,
         "status": rep.status + (" (fallback)" if rep.fallback else "") + (" top-K" if res.restricted else ""),

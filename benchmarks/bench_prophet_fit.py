@@ -1,4 +1,4 @@
-"""Cost of one Prophet fit: Prophet's own path, the shared plumbing, the in-process MAP (issue 13).
+"""Cost of one Prophet fit: Prophet's own path, the shared plumbing, the in-process MAP.
 
     python benchmarks/bench_prophet_fit.py [--series 8] [--days 2]
 

@@ -1,4 +1,4 @@
-"""Simulator benchmarks (issues 3 and 13): CPU time, wall time, events/s, peak RSS, ratios.
+"""Simulator benchmarks: CPU time, wall time, events/s, peak RSS, ratios.
 
     python benchmarks/bench_sim.py --only toy            # ref-toy: yarn-cs, gfs
     python benchmarks/bench_sim.py --only a100           # paper-a100 medium load, 5 policies
@@ -21,12 +21,12 @@ own process time, steadier than wall time on a shared machine),
 and, for the toy trace, the authors' simulator's published wall time (≈ 1,000 s; GFS-SPEC data
 README) against ours. ``--before DIR`` runs every case a second time on the code in DIR (e.g.
 ``git archive main | tar -x -C DIR``) and adds the CPU ratio new/old. A second table counts
-gfs-milp's exact steps (issue 39): solves, solves per CPU-second and how each was answered.
+gfs-milp's exact steps: solves, solves per CPU-second and how each was answered.
 
 Setups: ``toy`` = ref-toy 2024-03-11..12; ``small``, ``a100`` (paper-a100) and ``full`` are the
 named setups at medium load; ``scale`` replays the last ¼, ½ and all of the full trace's March–
 August (August scored); ``chronus`` = the Chronus Philly trace ($GFS_DATA_DIR/chronus-philly-slo)
-stretched ×24 in time at LP load 4 (issue 13's slow case) on half of its nodes, so that HP jobs
+stretched ×24 in time at LP load 4 (the slow case of the speed work) on half of its nodes, so that HP jobs
 queue too (the "long HP backlog" case).
 """
 
@@ -74,7 +74,9 @@ def spec_for(case: str, policy: str, forecaster: str | None) -> Any:
         frac = float(case.split("@")[1])
         return RunSpec.from_setup("full", replay_from=SCALE_FROM[frac], **kw)
     if case.split("@")[0] == "chronus":
-        data = Path(os.environ.get("GFS_DATA_DIR", "/work/shared/data"))
+        from gfs_opt.paths import data_dir
+
+        data = data_dir()
         capacity = float(case.split("@")[1]) if "@" in case else 0.5
         return RunSpec(trace=str(data / CHRONUS_FILE), time_scale=24.0, lp_load=4.0,
                        capacity_scale=capacity, **kw)

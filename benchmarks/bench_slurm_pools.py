@@ -1,4 +1,4 @@
-"""The larger live replay of issue 38: 16 nodes × 8 GPUs in two pools (GPU types), GFS and plain
+"""The larger live replay: 16 nodes × 8 GPUs in two pools (GPU types), GFS and plain
 QOS preemption, sim vs real with and without the simulator's Slurm model.
 
 Default: ref-toy's two pools (A100-SXM4-80GB and A10, 8 nodes each), 2024-03-11 00:00–24:00

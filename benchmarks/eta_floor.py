@@ -1,4 +1,4 @@
-"""How often GFS's η sits at its floor, and with what attributable eviction rate (issue 40).
+"""How often GFS's η sits at its floor, and with what attributable eviction rate.
 
     python benchmarks/eta_floor.py POLICY (chronus|SETUP) LP_LOAD [SEED]
 

@@ -1,4 +1,4 @@
-"""Where a GFS replay's CPU goes, part by part, against YARN-CS's whole replay (issue 39's `small`
+"""Where a GFS replay's CPU goes, part by part, against YARN-CS's whole replay (the `small`
 target: what is left of `gfs-milp` / YARN-CS once the exact step costs what the greedy does).
 
     python benchmarks/gfs_costs.py small gfs-milp

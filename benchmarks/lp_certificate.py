@@ -1,4 +1,4 @@
-"""Could GLOP's LP relaxation answer gfs-milp's SCIP solves? (issue 39, "an exactness certificate")
+"""Could GLOP's LP relaxation answer gfs-milp's SCIP solves? (an exactness certificate)
 
     python benchmarks/lp_certificate.py chronus@1
 

@@ -1,5 +1,5 @@
 """Who waits on a backlog: LP queueing by job size, and which sizes the scored window served
-(issue 40, Chronus ×24 at LP load 4).
+(e.g. Chronus ×24 at LP load 4).
 
     python benchmarks/lp_size_mix.py (chronus|SETUP) LP_LOAD SEED POLICY [POLICY ...]
 

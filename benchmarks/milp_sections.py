@@ -1,4 +1,4 @@
-"""Where gfs-milp's exact HP step spends its time in a replay (issue 13): process time per call.
+"""Where gfs-milp's exact HP step spends its time in a replay: process time per call.
 
     python benchmarks/milp_sections.py toy               # ref-toy, 278 contested passes
     python benchmarks/milp_sections.py chronus@0.25      # the long HP backlog

@@ -1,4 +1,4 @@
-"""Where a replay's event-loop time goes, by kind of event (issue 13's "events/s at full scale
+"""Where a replay's event-loop time goes, by kind of event (the speed target "events/s at full scale
 within 2× of the toy's": is a pass dearer on a big cluster, or is the mix of events different?).
 
     python benchmarks/pass_costs.py toy yarn-cs

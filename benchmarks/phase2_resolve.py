@@ -1,6 +1,6 @@
 """gfs-milp's exact solves of a replay, solved again outside it with other solver settings
-(issue 13: is SCIP's search, not our Python, the cost of the long HP backlog's MILP steps, and
-what would a cheaper setting change? issue 39: which of SCIP's own parameters could go).
+(is SCIP's search, not our Python, the cost of the long HP backlog's MILP steps, and
+what would a cheaper setting change? which of SCIP's own parameters could go).
 
     python benchmarks/phase2_resolve.py chronus@0.25                  # other back-ends, emphases
     python benchmarks/phase2_resolve.py chronus@1 --set scip --repeat 3   # SCIP's parameters

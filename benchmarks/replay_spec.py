@@ -1,4 +1,4 @@
-"""One replay of issue 40's studies by name: the Chronus MIX1 trace of $GFS_DATA_DIR with time
+"""One replay of the η and backlog studies by name: the Chronus MIX1 trace of $GFS_DATA_DIR with time
 ×24 (``chronus``) or a built-in setup, under a policy with the ETS forecaster."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A digest of one simulation's results, to show a speed change left them alone (issue 13).
+"""A digest of one simulation's results, to show a speed change left them alone.
 
     python benchmarks/run_digest.py small gfs                      # this checkout
     PYTHONPATH=/tmp/gfs-old python benchmarks/run_digest.py small gfs   # older code, same case

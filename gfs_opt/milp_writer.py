@@ -1,7 +1,7 @@
 """Variables and linear rows of a MathOpt model, collected in plain lists and written in bulk.
 
 MathOpt's Python objects cost a few microseconds per variable, bound and coefficient: most of
-the time of building a contested pass's preemption model (issue 13: ≈ 10 ms for 300 variables
+the time of building a contested pass's preemption model (≈ 10 ms for 300 variables
 and 300 rows of four terms, against ≈ 1 ms in bulk). A `MilpWriter` hands out integer handles
 while a model is being described and then adds everything at once through the model's
 element store (OR-Tools ≥ 9.12), or one element at a time through the public API when that

@@ -3,13 +3,16 @@
 Package data (``gfs_opt/data/``, see its NOTICE) holds the small inputs the built-in setups need:
 the real Alibaba v2026 node file, calibration targets and aggregate tables; they work after a plain
 ``pip install``. No trace ships with the package: optional traces (``ref-toy``, openb, Chronus) are
-read from ``$GFS_DATA_DIR``, else ``../shared/data`` beside the repository.
+read from the data folder: ``$GFS_DATA_DIR``, else a per-user data folder (platformdirs:
+``~/.local/share/gfs-opt`` on Linux), where ``gfs-opt data fetch NAME`` puts them.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import platformdirs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DATA = Path(__file__).resolve().parent / "data"
@@ -20,7 +23,7 @@ def data_dir() -> Path:
     env = os.environ.get("GFS_DATA_DIR")
     if env:
         return Path(env).expanduser()
-    return REPO_ROOT.parent / "shared" / "data"
+    return Path(platformdirs.user_data_dir("gfs-opt", appauthor=False))
 
 
 def alibaba_dir() -> Path:

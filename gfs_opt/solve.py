@@ -17,6 +17,7 @@ import numpy as np
 from ortools.math_opt.python import mathopt
 
 from gfs_opt.errors import GfsError
+from gfs_opt.milp_export import export_text
 from gfs_opt.model import SolveReport
 
 SOLVERS: dict[str, mathopt.SolverType] = {
@@ -50,7 +51,7 @@ class SolverOptions:
     certifier: str | None = "cpsat"
     # SCIP's probing is most of a preemption model's solve and rarely pays on these models:
     # on three long-backlog replays' 1,781 phase-2 models "fast" took 1.6–2.5× less CPU with
-    # every objective unchanged (benchmarks/phase2_resolve.py; issue 13, nineteenth session)
+    # every objective unchanged (benchmarks/phase2_resolve.py)
     presolve: str = "fast"
 
     def __post_init__(self) -> None:
@@ -113,7 +114,7 @@ def add_row(model: mathopt.Model, terms: Iterable[tuple[float, mathopt.Variable]
             lb: float = -math.inf, ub: float = math.inf, name: str = "") -> mathopt.LinearConstraint:
     """``lb ≤ Σ a·x ≤ ub`` from (a, x) pairs, a variable's repeats summed: the row
     ``add_linear_constraint`` makes of the same expression, without building and normalising
-    the expression first (most of the time of building a contested pass's model, issue 13)."""
+    the expression first (most of the time of building a contested pass's model)."""
     coef: dict[mathopt.Variable, float] = {}
     for a, x in terms:
         coef[x] = coef.get(x, 0.0) + a
@@ -175,19 +176,11 @@ def report(step: str, outcome: Outcome, opts: SolverOptions, *, fallback: bool =
 
 
 def export(model: mathopt.Model, fmt: str) -> str:
-    """The model as LP or MPS text, readable by any MILP solver."""
-    from ortools.linear_solver.python import model_builder
-    from ortools.math_opt.io.python import mps_converter
-
+    """The model as LP or MPS text that PuLP, CBC, HiGHS and OR-Tools read alike: minimisation
+    form (a maximised objective is written negated), full precision (`gfs_opt.milp_export`)."""
     if fmt not in EXPORT_FORMATS:
         raise GfsError(f"unknown export format '{fmt}' (choose lp or mps)")
-    mps = mps_converter.model_proto_to_mps(model.export_model())
-    if fmt == "mps":
-        return mps
-    builder = model_builder.ModelBuilder()
-    if not builder.import_from_mps_string(mps):
-        raise GfsError("could not convert the model to LP format")
-    return builder.export_to_lp_string(False)
+    return export_text(model.export_model(), fmt)
 
 
 def satisfies(model: mathopt.Model, values: Mapping[mathopt.Variable, float],
@@ -228,13 +221,13 @@ def certify(model: mathopt.Model, values: Mapping[mathopt.Variable, float], opts
     back-end: then solve as usual. The model is restored before returning.
 
     A small MILP costs SCIP a set-up of several milliseconds that CP-SAT does not pay, and a
-    feasibility question ends at the first solution found (issue 13: on the toy trace's contested
+    feasibility question ends at the first solution found (on the toy trace's contested
     HP passes, 1.5 ms against SCIP's 5.3 ms when the warm start is optimal — 227 of 278 — and
     4.4 ms lost when it is not). When the warm start is optimal, the main back-end returned it
     unchanged wherever this was measured with a single cheapest hint, so the values are returned
     as given; it is not bound to, though: with two hints of equal cost SCIP reported another
-    solution of the same objective in 10 of 60 passes (issue 13, twelfth session), which is why
-    callers ask for a strictly cheapest hint.
+    solution of the same objective in 10 of 60 passes (benchmarks/phase2_resolve.py), which is
+    why callers ask for a strictly cheapest hint.
 
     ``integral``: the objective is an integer at every solution (e.g. integer weights of binary
     variables), so the proof asks for a solution better by at least 1 and, without one, the

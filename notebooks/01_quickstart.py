@@ -4,8 +4,8 @@
 # `gfs_opt` replays a GPU-cluster trace through a scheduling policy and measures what the GFS paper
 # measures: LP ("spot") eviction rate, queueing time (JQT), completion time (JCT) and GPU
 # allocation. This notebook takes the built-in synthetic trace, runs GFS and YARN-CS on it, and
-# looks at the results. With `GFS_NOTEBOOK_QUICK=1` it uses the small demo setup, otherwise the
-# paper's 2,296-GPU A100 cluster (about a minute).
+# looks at the results. With `GFS_NOTEBOOK_QUICK=1` it uses the small setup (the tests' choice),
+# otherwise the paper's 2,296-GPU A100 cluster.
 
 # %%
 import os
@@ -37,6 +37,7 @@ spec = RunSpec.from_setup(setup, policy_options={"forecaster": "ets"})
 trace, start, end = prepare_trace(spec)
 print(f"{trace.nodes['gpus'].sum():,} GPUs on {len(trace.nodes)} nodes, {len(trace.jobs):,} jobs; "
       f"scored window {(end - start) / 86400:.0f} days")
+assert QUICK or trace.nodes["gpus"].sum() == 2296   # the cluster the introduction names
 # GPU amounts are integer milli-GPUs inside gfs_opt (1000 = one GPU)
 trace.jobs.assign(gpus=trace.jobs["g"] / 1000).groupby(["pool", "cls"]).agg(
     jobs=("job_id", "size"), gpus_per_worker=("gpus", "mean"), workers=("workers", "mean"),

@@ -35,7 +35,7 @@ history.groupby("series")["y"].describe()[["mean", "50%", "max"]].sort_values("m
 
 # %% [markdown]
 # The quick variant scores the two busiest pools over half a week; the full one scores every pool
-# over the last four weeks (Prophet fits take most of the time).
+# over the last four weeks.
 
 # %%
 busiest = history.groupby("series")["y"].mean().sort_values(ascending=False).index

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from gfs_opt.fetch import fetch_hint
 from gfs_opt.paths import ref_toy_dir
 
 #: the real ``ref-toy`` folder lives in the data folder, never in the repository
 HAVE_REF_TOY = (ref_toy_dir() / "job_info_df.csv").is_file()
-needs_ref_toy = pytest.mark.skipif(
-    not HAVE_REF_TOY,
-    reason=f"the ref-toy trace is not in {ref_toy_dir()} (set $GFS_DATA_DIR)")
+needs_ref_toy = pytest.mark.skipif(not HAVE_REF_TOY, reason="the ref-toy trace " + fetch_hint("ref-toy"))
 #: a small contended setup for tests that only need one: ``ref-toy`` (≈ 1 s a run) when the data
 #: folder has it, else the built-in ``small`` (slower, same code paths)
 TOY_SETUP = "ref-toy" if HAVE_REF_TOY else "small"

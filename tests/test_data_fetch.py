@@ -226,3 +226,116 @@ def test_ctrl_c_keeps_the_part_and_says_so(tmp_path: Path, monkeypatch: pytest.M
         code, _out, err = fetch_cli(dest, url)
     assert code == 130 and "interrupted" in err and "resume" in err and "Traceback" not in err
     assert (dest / ".job_info_df.csv.part").stat().st_size == fetch_mod.CHUNK
+
+
+# ---- the catalogue: every optional trace, several files each, file:// mirrors, git history ----
+
+def _fake_dataset(monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes]) -> None:
+    import gfs_opt.fetch as fetch_mod
+
+    remotes = tuple(fetch_mod.Remote(name, f"https://example.invalid/{name}",
+                                     hashlib.sha256(body).hexdigest(), len(body))
+                    for name, body in files.items())
+    monkeypatch.setitem(fetch_mod.DATASETS, "fake", fetch_mod.Dataset(
+        "fake", remotes, source="here", licence="none", about="a test dataset"))
+
+
+def test_a_dataset_of_several_files_from_a_file_mirror(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {"a.csv": b"x,y\n1,2\n", "b b.json": b'{"k": 1}\n'}
+    _fake_dataset(monkeypatch, files)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name, body in files.items():
+        (mirror / name).write_bytes(body)
+    monkeypatch.setenv("GFS_DATA_DIR", str(tmp_path / "data"))
+    code, out, err = run_cli("data", "fetch", "fake", "--url", mirror.as_uri() + "/",
+                             "--no-progress")
+    assert code == 0, err
+    dest = tmp_path / "data" / "fake"                # the default: the data folder
+    for name, body in files.items():
+        assert (dest / name).read_bytes() == body and f"wrote {dest / name}" in out
+    assert f"--trace {dest}" in out
+    (mirror / "a.csv").write_bytes(b"tampered\n")       # a present file is verified, not fetched
+    code, out, err = run_cli("data", "fetch", "fake", "--url", mirror.as_uri() + "/")
+    assert code == 0 and out.count("already present") == 2
+    code, _out, err = run_cli("data", "fetch", "fake", "--sha256", GOOD)
+    assert "--sha256" in one_line_error(code, err)
+
+
+def test_a_tampered_mirror_file_fails_its_pinned_hash(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_dataset(monkeypatch, {"a.csv": b"x,y\n1,2\n"})
+    (tmp_path / "a.csv").write_bytes(b"x,y\n1,3\n")
+    code, _out, err = run_cli("data", "fetch", "fake", "--dest", str(tmp_path / "out"), "--url",
+                              tmp_path.as_uri() + "/")
+    assert "sha256 mismatch" in one_line_error(code, err)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def _catalogue_in_data_folder() -> list[str]:
+    from gfs_opt.fetch import DATASETS, default_dest
+
+    return [n for n, ds in DATASETS.items()
+            if all((default_dest(n) / f.file_name).is_file() for f in ds.files)]
+
+
+def test_the_catalogue_pins_what_the_data_folder_holds(tmp_path: Path) -> None:
+    """Each dataset of the data folder, fetched from it as a file:// mirror, passes its pinned
+    sizes and hashes: the catalogue describes the files the tests and benchmarks read."""
+    from gfs_opt.fetch import DATASETS, default_dest, fetch, fetch_hint
+
+    have = _catalogue_in_data_folder()
+    if not have:
+        pytest.skip("no dataset in the data folder: " + fetch_hint("chronus-philly-slo"))
+    for name in have:
+        src = default_dest(name)
+        res = fetch(name, tmp_path / name, url=src.as_uri() + "/", progress=False)
+        for remote, got in zip(DATASETS[name].files, res.files, strict=True):
+            assert got.path.stat().st_size == remote.size
+            assert got.path.read_bytes() == (src / remote.file_name).read_bytes()
+
+
+def test_every_optional_trace_the_tests_read_is_in_the_catalogue() -> None:
+    from gfs_opt.fetch import DATASETS
+
+    assert {"ref-toy", "chronus-philly-slo", "alibaba-openb-gpu-v2023", "philly-2017",
+            "alibaba-v2026"} <= set(DATASETS)
+    names = {f.file_name for ds in DATASETS.values() for f in ds.files}
+    assert {"trace_job_Philly_MIX1.csv", "openb_pod_list_gpuspec33.csv",
+            "openb_pod_list_default.csv", "job_info_df.csv", "node_info_df.csv"} <= names
+    for ds in DATASETS.values():
+        assert ds.source and ds.licence and ds.about
+        for f in ds.files:
+            assert len(f.sha256) == 64 and f.size > 0
+            assert f.url is not None or ds.git is not None, (ds.name, f.file_name)
+
+
+def test_ref_toy_comes_from_the_repository_history(tmp_path: Path) -> None:
+    import subprocess
+
+    from gfs_opt.fetch import REF_TOY_COMMIT, fetch
+    from gfs_opt.paths import REPO_ROOT
+    from gfs_opt.traces.load import load_trace
+
+    known = subprocess.run(["git", "-C", str(REPO_ROOT), "cat-file", "-e", REF_TOY_COMMIT],
+                           capture_output=True, check=False)
+    if known.returncode != 0:
+        pytest.skip("not a git clone with its history (ref-toy is read from it)")
+    res = fetch("ref-toy", tmp_path / "ref-toy", progress=False)
+    assert [f.path.name for f in res.files] == ["job_info_df.csv", "node_info_df.csv"]
+    trace = load_trace(tmp_path / "ref-toy")
+    assert len(trace.jobs) == 3601 and len(trace.nodes) == 24
+
+
+def test_data_list_names_every_dataset_and_the_data_folder(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from gfs_opt.fetch import DATASETS
+
+    monkeypatch.setenv("GFS_DATA_DIR", str(tmp_path))
+    code, out, err = run_cli("data", "list")
+    assert code == 0, err
+    assert f"data folder: {tmp_path}" in out
+    for ds in DATASETS.values():
+        assert f"{ds.name}  (" in out and f"not in {tmp_path / ds.name}" in out
+        assert all(f.sha256 in out for f in ds.files)

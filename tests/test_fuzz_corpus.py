@@ -105,8 +105,6 @@ def _flag_cases() -> None:
     for flag, v in (("--candidates", "-1"), ("--candidates", "1.5"), ("--limit", "-1"),
                     ("--method", "exact"), ("--step", "both"), ("--solver", "cplex")):
         case("cli-flags", f"solve{flag}-{v}", ("solve", str(TINY_INSTANCE), flag, v), flag)
-    case("cli-flags", "solve-export-without-out", ("solve", str(TINY_INSTANCE), "--export", "lp"),
-         "--out")
     case("cli-flags", "solve-export-out-is-folder",
          ("solve", str(TINY_INSTANCE), "--export", "lp", "--out", "{d}"), "--out")
     for flag, v in (("--max", "0"), ("--max", "-1"), ("--every", "-1"), ("--every", "inf"),

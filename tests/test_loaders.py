@@ -19,6 +19,7 @@ from standins import needs_ref_toy, write_alibaba_standin
 
 from gfs_opt import cli
 from gfs_opt.errors import GfsError, InputError
+from gfs_opt.fetch import fetch_hint
 from gfs_opt.model import MILLI, gpus_to_milli
 from gfs_opt.paths import alibaba_dir, data_dir, ref_toy_dir
 from gfs_opt.traces.alibaba import (
@@ -40,9 +41,9 @@ OPENB = DATA / "alibaba-openb-gpu-v2023"
 CHRONUS = DATA / "chronus-philly-slo" / "trace_job_Philly_MIX1.csv"
 # optional traces ($GFS_DATA_DIR, not shipped): their tests skip with a reason when absent
 needs_openb = pytest.mark.skipif(not (OPENB / "openb_pod_list_gpuspec33.csv").is_file(),
-                                 reason=f"openb pod lists not found in {OPENB} (set $GFS_DATA_DIR)")
+                                 reason="openb pod lists " + fetch_hint("alibaba-openb-gpu-v2023"))
 needs_chronus = pytest.mark.skipif(not CHRONUS.is_file(),
-                                   reason=f"{CHRONUS} not found (set $GFS_DATA_DIR)")
+                                   reason="the Chronus trace " + fetch_hint("chronus-philly-slo"))
 
 NODE_CSV = """gpu_model,gpu_capacity_num,cpu_num,node_name
 A10,1,128,n0
@@ -215,6 +216,7 @@ def test_ref_toy_without_data_folder_is_one_line_error(tmp_path: Path,
     msg = str(err.value)
     assert "\n" not in msg and str(tmp_path / "nowhere" / "ref-toy") in msg
     assert "GFS_DATA_DIR" in msg and "does not ship" in msg
+    assert "gfs-opt data fetch ref-toy" in msg
 
 
 @needs_openb

@@ -103,14 +103,24 @@ def test_export_writes_both_models(tmp_path: Path, fmt: str, capsys: pytest.Capt
     quota = tmp_path / f"round.quota.{fmt}"
     assert out.exists() and quota.exists()
     text = out.read_text()
-    assert ("Maximize" in text) if fmt == "lp" else ("ROWS" in text)
-    assert str(quota) in capsys.readouterr().out
+    # the minimisation form: no reader ignores the sense (CBC ignores an MPS OBJSENSE MAX)
+    assert ("Minimize" in text) if fmt == "lp" else ("ROWS" in text and "OBJSENSE" not in text)
+    printed = capsys.readouterr().out
+    assert f"wrote {out}:" in printed and f"wrote {quota}:" in printed   # every file named
+
+
+def test_export_without_out_writes_beside_the_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["solve", str(INSTANCES / "tiny-02-window-penalty.json"), "--export", "mps"]) == 0
+    printed = capsys.readouterr().out
+    for name in ("tiny-02-window-penalty.mps", "tiny-02-window-penalty.quota.mps"):
+        assert (tmp_path / name).is_file() and f"wrote {name}:" in printed
 
 
 @pytest.mark.parametrize("args, needle", [
     (["/no/such/file.json"], "cannot read"),
     (["{bad}"], "cannot read"),
-    ([str(TRAP), "--export", "lp"], "--export needs --out"),
     ([str(TRAP), "--time-limit", "0"], "argument --time-limit: 0 is out of range"),
     ([str(TRAP), "--policy", "gfs-milp"], "policy 'gfs-milp' has no greedy steps"),
     ([str(TRAP), "--policy", "nope"], "unknown policy 'nope'"),

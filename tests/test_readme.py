@@ -1,7 +1,7 @@
-"""Every command of the README's shell blocks, run as written or with small settings.
+"""Every command of the README's and docs/'s shell blocks, run as written or with small settings.
 
-The commands are read from the README itself (its fenced ``bash`` blocks), so a command added to
-the README is run here without editing this file. A command runs unchanged unless a rule below
+The commands are read from the documents themselves (their fenced ``bash`` blocks: README.md and
+docs/*.md), so a command added to them is run here without editing this file. A command runs unchanged unless a rule below
 rewrites it (each rule says why), and only the commands of `EXEMPT` are not run (each with its
 reason); `test_every_readme_command_is_accounted_for` fails on a command that no rule explains
 and lists which rules matched nothing (a README edit made them stale). Commands run in-process
@@ -14,6 +14,7 @@ on 127.0.0.1 that serves a stand-in job file, with the pinned hash replaced by t
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Iterator
@@ -22,11 +23,13 @@ from pathlib import Path
 
 import pytest
 from standins import write_alibaba_standin, write_chronus_standin
-from test_data_fetch import GOOD, serve
+from test_data_fetch import GOOD, PAYLOAD, serve
 from test_fuzz_cli import alarm
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+#: every document whose ```bash blocks are run: the README first (its first command is the main job)
+DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md"))]
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,11 @@ EXEMPT: dict[str, str] = {
     r"^gfs-opt slurm ": "drives a live Slurm (root, Debian packages, minutes of wall time): "
                         "tests/test_slurm_live.py, marked slurm and run by .ci/run's slurm step, "
                         "covers bring-up, quota, preemption, a short replay and teardown",
+    r"^python benchmarks/bench_slurm_pools\.py": "a benchmark of ≈ 70 min on a live Slurm (root): "
+                                                "BENCHMARKS.md records its figures",
+    r"^gfs-opt data fetch (chronus|alibaba-openb|philly)": "downloads from the upstream "
+        "repositories (needs the internet); tests/test_data_fetch.py fetches every dataset from a "
+        "local mirror against its pinned sizes and hashes",
 }
 
 # Small settings: (which command, what is replaced, by what, why). Applied in this order.
@@ -108,8 +116,10 @@ def run_cli(*argv: str, limit_s: int = 600) -> tuple[int, str, str]:
 
 
 def readme_commands(text: str | None = None) -> list[str]:
-    """Every command line of the README's ```bash blocks (continuations joined, `&&` split)."""
-    text = README.read_text(encoding="utf-8") if text is None else text
+    """Every command line of the documents' ```bash blocks (continuations joined, `&&` split);
+    ``text``: one document's text instead."""
+    if text is None:
+        return [c for doc in DOCUMENTS for c in readme_commands(doc.read_text(encoding="utf-8"))]
     commands: list[str] = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
@@ -123,6 +133,7 @@ def readme_commands(text: str | None = None) -> list[str]:
 
 def main_job(text: str | None = None) -> str:
     """The README's main job: the first gfs-opt command of its first ```bash block."""
+    text = README.read_text(encoding="utf-8") if text is None else text
     return next(c for c in readme_commands(text) if c.startswith("gfs-opt"))
 
 
@@ -176,9 +187,9 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         import gfs_opt.traces.verify as verify_mod
 
         ds = fetch_mod.DATASETS["alibaba-v2026"]
+        remote = dataclasses.replace(ds.files[0], url=url, sha256=GOOD, size=len(PAYLOAD))
         monkeypatch.setitem(fetch_mod.DATASETS, "alibaba-v2026",
-                            fetch_mod.Dataset(ds.name, url, GOOD, None, ds.file_name,
-                                              ds.companions, ds.about))
+                            dataclasses.replace(ds, files=(remote,)))
         monkeypatch.setattr(verify_mod, "JOB_FILE_SHA256", GOOD)
         yield tmp_path
 

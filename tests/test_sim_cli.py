@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -69,6 +70,35 @@ def test_simulate_json_and_tables(tiny_trace: Path, tmp_path: Path,
         assert (out_dir / name).is_file(), name
     jobs = pd.read_csv(out_dir / "jobs.csv")
     assert len(jobs) == 121 and (jobs.loc[jobs["cls"] == "HP", "evictions"] == 0).all()
+    # --out promises tables and plots: the plots `compare --out` draws, for this run
+    for name in ("lp_jqt_cdf_x1.png", "allocation_x1.png", "eviction_by_pool_x1.png",
+                 "quota_feedback_x1_gfs.png"):
+        assert (out_dir / name).stat().st_size > 1000, name
+
+
+def test_simulate_takes_a_setup_as_compare_does(tiny_trace: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "simulate", "--setup", "small", "--policy", "yarn-cs",
+                             "--no-progress")
+    assert code == 0, err
+    assert "policy yarn-cs" in out and "253 GPUs" in out
+    code, _out, err = run_cli(capsys, "simulate", "--setup", "small", "--trace", str(tiny_trace),
+                              "--no-progress")
+    assert_one_line_error(code, err, "either --setup or --trace")
+    code, _out, err = run_cli(capsys, "simulate", "--setup", "nope", "--no-progress")
+    assert_one_line_error(code, err, "unknown setup 'nope'", "demo")
+
+
+def test_compare_says_how_often_the_milp_answered(tiny_trace: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "compare", "--trace", str(tiny_trace), "--policies",
+                             "gfs,gfs-milp", "--forecaster", "week-peak", "--workers", "1",
+                             "--no-progress")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("gfs-milp @ medium: "))
+    solves, exact, fell = (int(x.replace(",", "")) for x in re.findall(r"[\d,]+(?= MILP solves| answered| fell)", line))
+    assert solves == exact + fell and solves > 0
+    assert not any(ln.startswith("gfs @ ") for ln in out.splitlines())   # no MILP, no line
 
 
 def test_simulate_window_in_seconds_matches_dates(tiny_trace: Path,

@@ -120,3 +120,16 @@ def policy_names() -> str:
     from gfs_opt.policies import POLICIES
 
     return ", ".join(POLICIES)
+
+
+#: what --trace accepts, for every command that takes one
+TRACE_HELP = ("a trace source: a folder with node_info_df.csv + job_info_df.csv, an "
+              "openb_pod_list_*.csv, a trace_job_*.csv, or a built-in trace (small, paper-a100, "
+              "synthetic; ref-toy from $GFS_DATA_DIR, `gfs-opt data fetch ref-toy`)")
+
+
+def setup_names() -> str:
+    """The named setups with what each is, for help texts (use through `LazyHelp`)."""
+    from gfs_opt.experiments.setups import SETUPS
+
+    return "; ".join(f"{k} ({s.about})" for k, s in SETUPS.items())

@@ -24,8 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(handler=_show)
 
     d = isub.add_parser("dump", help="simulate and save contested rounds as instance files")
-    d.add_argument("--trace", default=None, help="trace source (see `gfs-opt simulate`)")
-    d.add_argument("--setup", default=None, help="or a named setup (small, paper-a100, …)")
+    d.add_argument("--trace", default=None, help=cargs.TRACE_HELP)
+    d.add_argument("--setup", default=None,
+                   help=cargs.LazyHelp(lambda: "instead of --trace, a named setup: "
+                                       + cargs.setup_names()))
     d.add_argument("--policy", default="gfs",
                    help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs)"))
     d.add_argument("--forecaster", default=None)

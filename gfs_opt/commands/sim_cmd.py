@@ -15,10 +15,6 @@ from gfs_opt.fileio import check_out_dir
 DEFAULT_POLICIES = "gfs,yarn-cs,chronus,lyra,fgd,yarn-cs+sqa,lyra+sqa,fgd+sqa"
 
 
-def _setup_names() -> str:
-    from gfs_opt.experiments.setups import SETUPS
-
-    return "; ".join(f"{k} ({s.about})" for k, s in SETUPS.items())
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -48,15 +44,19 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="assert capacity, HP-never-evicted, whole gangs after every round")
     p.add_argument("--replay-from", default=None, help="start the replay here (date or seconds)")
     p.add_argument("--out", type=Path, default=None,
-                   help="write tables and plots into this folder (checked before the run)")
+                   help="write the run's tables (CSV, summary.json) and plots (PNG) into this "
+                        "folder (checked before the run)")
     p.add_argument("--no-progress", action="store_true")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("simulate", help="replay a trace through one policy")
-    s.add_argument("--trace", default="small",
-                   help="folder with node_info_df.csv + job_info_df.csv, a trace file, or a "
-                        "built-in name (small, paper-a100, synthetic; ref-toy from $GFS_DATA_DIR)")
+    s.add_argument("--setup", default=None,
+                   help=cargs.LazyHelp(lambda: "a named setup (trace, warm-up and scored "
+                                       "window): " + cargs.setup_names()))
+    s.add_argument("--trace", default=None,
+                   help="instead of --setup: " + cargs.TRACE_HELP + "; a setup name here runs that "
+                        "setup (default: the setup small)")
     s.add_argument("--policy", default="gfs",
                    help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs); "
                                        + cargs.POLICY_OPTIONS_HELP))
@@ -80,8 +80,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        + " (default: GFS and both baseline families, "
                                        + DEFAULT_POLICIES + ")"))
     c.add_argument("--setup", default=None,
-                   help=cargs.LazyHelp(lambda: "a named setup (default small): " + _setup_names()))
-    c.add_argument("--trace", default=None, help="instead of --setup: any trace source")
+                   help=cargs.LazyHelp(lambda: "a named setup (default small): " + cargs.setup_names()))
+    c.add_argument("--trace", default=None,
+                   help="instead of --setup: " + cargs.TRACE_HELP + "; a setup name here runs that "
+                        "setup")
     c.add_argument("--window", nargs=2, metavar=("START", "END"), default=None)
     c.add_argument("--loads", default=None,
                    help="comma-separated LP loads: low, medium, high or numbers "
@@ -135,16 +137,21 @@ def _simulate(args: argparse.Namespace) -> int:
     from gfs_opt.sim.slurm_model import SlurmModel
     from gfs_opt.traces.placeable import never_placeable_warning
 
+    if args.setup and args.trace:
+        raise GfsError("give either --setup or --trace, not both")
+    if args.setup and args.setup not in SETUPS:
+        raise GfsError(f"--setup: unknown setup '{args.setup}'; choose from {', '.join(SETUPS)}")
     check_out_dir(args.out)
     make_policy(args.policy)          # an unknown policy fails before the trace is loaded
     kw = _spec_kwargs(args)
     kw["policy"] = args.policy
     kw["policy_options"] = _policy_options(args.policy, args)
-    if args.trace in SETUPS and args.trace not in ("small",) and "window" not in kw:
-        spec = RunSpec.from_setup(args.trace, **kw)
+    name = args.setup or args.trace or "small"
+    if args.setup or (name in SETUPS and name != "small" and "window" not in kw):
+        spec = RunSpec.from_setup(name, **kw)
     else:
         kw = {k: v for k, v in kw.items() if v is not None}
-        spec = RunSpec(trace=args.trace, **kw)
+        spec = RunSpec(trace=name, **kw)
     prepared = prepare_trace(spec)
     _warn(never_placeable_warning(prepared[0]))
     slurm = SlurmModel(speedup=args.slurm_speedup) if args.scheduler == "slurm" else None
@@ -153,15 +160,21 @@ def _simulate(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"simulate interrupted: {spec.policy} on {spec.trace} did not "
                                 f"finish; nothing written") from None
+    pngs: list[Path] = []
     if args.out:
+        from gfs_opt.experiments.compare import plot
+
         out.write(args.out)
+        # the plots `compare --out` draws, for this one run (named by its LP load)
+        pngs = plot({f"x{spec.lp_load:g}": {args.policy: out}}, args.out)
     if args.json:
         json.dump(json_safe(out.summary), sys.stdout, indent=2, allow_nan=False)
         print()
     else:
         print(format_summary(out.summary))
         if args.out:
-            print(f"tables written to {args.out}")
+            print(f"wrote the tables (summary.json, jobs.csv, …) and {len(pngs)} plots "
+                  f"({', '.join(p.name for p in pngs)}) to {args.out}")
     print_warnings({args.policy: out.summary})
     return 0
 
@@ -171,6 +184,16 @@ def print_warnings(summaries: dict[str, dict]) -> None:
     for name, s in summaries.items():
         for w in s.get("warnings", []):
             _warn(f"{name}: {w}")
+
+
+def milp_line(s: dict) -> str | None:
+    """How a policy's exact steps went over a replay (None when it solved no MILP)."""
+    n = int(s.get("milp_solves") or 0)
+    if not n:
+        return None
+    fb, to = int(s.get("milp_fallbacks") or 0), int(s.get("milp_timeouts") or 0)
+    return (f"{n:,} MILP solves: {n - fb:,} answered by the MILP, {fb:,} fell back to the "
+            f"greedy answer ({to:,} on time-out)")
 
 
 def _cost_line(s: dict) -> str:
@@ -208,6 +231,8 @@ def format_summary(s: dict) -> str:
                         f"count + {s['lp_evictions_fragmentation']} fragmentation "
                         f"({100 * s['lp_fragmentation_share']:.0f} %) + {s['lp_evictions_other']} "
                         f"other   (fragmentation: the pool had room, no node set hosts the gang)")
+    if milp_line(s):
+        lines.insert(-1, f"  exact steps           {milp_line(s)}")
     if s.get("never_placeable_hp") or s.get("never_placeable_lp"):
         lines.insert(-1, f"  never placeable       {s.get('never_placeable_hp', 0)} HP, "
                          f"{s.get('never_placeable_lp', 0)} LP (gang larger than its pool)")
@@ -231,7 +256,9 @@ def _compare(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise GfsError(f"--workers must be ≥ 1, got {args.workers}")
     check_out_dir(args.out)
-    setup = args.setup or (None if args.trace else "small")
+    # a setup's name given as --trace runs that setup, as in `simulate`
+    setup = args.setup or (args.trace if args.trace in SETUPS else None if args.trace
+                           else "small")
     kw = _spec_kwargs(args)
     base = RunSpec.from_setup(setup, **kw) if setup else RunSpec(
         trace=args.trace, **{k: v for k, v in kw.items() if v is not None})
@@ -309,6 +336,11 @@ def _compare(args: argparse.Namespace) -> int:
         print(format_table(df))
         print(f"1 seed ({seeds[0]}): no interval; --seeds 0,1,2 gives each metric a 95 % "
               f"interval over seeds and says which differences are inside the noise")
+    for seed, results in by_seed.items():      # policies with exact steps: how often they held
+        for load, by_pol in results.items():
+            for pol, o in by_pol.items():
+                if line := milp_line(o.summary):
+                    print(f"{pol} @ {load}" + (f" seed {seed}" if multi else "") + f": {line}")
     print_warnings({f"{pol} @ {load}" + (f" seed {seed}" if multi else ""): o.summary
                     for seed, results in by_seed.items() for load, by_pol in results.items()
                     for pol, o in by_pol.items()})

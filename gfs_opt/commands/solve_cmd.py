@@ -68,9 +68,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar="N",
                    help="text mode: show at most N placements / ids per list (default 20)")
     p.add_argument("--export", choices=EXPORT_FORMATS, default=None,
-                   help="write the model(s) to --out instead of solving")
+                   help="write the model(s) to --out instead of solving, as minimisations of "
+                        "the negated objective (a solver's optimum is minus the MILP's)")
     p.add_argument("--out", type=Path, default=None, metavar="FILE",
-                   help="export target; with --step all the quota model goes to FILE-stem.quota.EXT")
+                   help="export target (default: INSTANCE's name with the format's extension, "
+                        "in the current folder): the preemption model (--step preemption or all) "
+                        "or the quota model (--step quota); with --step all the quota model also "
+                        "goes to FILE-stem.quota.EXT beside it")
     p.set_defaults(handler=_solve)
 
 
@@ -89,8 +93,8 @@ def _solve(args: argparse.Namespace) -> int:
     from gfs_opt.solve import SolverOptions
 
     t_start = time.perf_counter()
-    if args.export and args.out is None:
-        raise GfsError("--export needs --out FILE")
+    if args.export and args.out is None:   # beside the caller, named after the instance
+        args.out = Path(f"{args.instance.stem}.{args.export}")
     if args.export:
         check_out_file(args.out)
     solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.gap,
@@ -168,24 +172,34 @@ def _refuse_huge_raw(args: argparse.Namespace) -> None:
                      len(hp) if isinstance(hp, list) else 0)
 
 
+#: what each exported file holds, printed beside its name
+EXPORT_WHAT = {
+    "preemption": "the HP preemption MILP, objective P − λ·C (P in milli-GPU, C in GPU·s, "
+                  "λ = 1/(1 + Σ c_j))",
+    "quota": "the spot-quota / LP-admission MILP, objective the admitted value",
+}
+
+
 def _export(rnd: Any, args: argparse.Namespace, popts: Any) -> int:
     from gfs_opt.preempt.milp import export_preemption
     from gfs_opt.quota.milp import export_quota
 
     out: Path = args.out
-    targets: list[tuple[Path, str]] = []
+    targets: list[tuple[Path, str, str]] = []
     if args.step in ("all", "preemption"):
-        targets.append((out, export_preemption(rnd, args.export, popts)))
+        targets.append((out, "preemption", export_preemption(rnd, args.export, popts)))
     if args.step in ("all", "quota"):
         qpath = out if args.step == "quota" else out.with_name(f"{out.stem}.quota{out.suffix}")
-        targets.append((qpath, export_quota(rnd, args.export)))
-    for path, text in targets:
+        targets.append((qpath, "quota", export_quota(rnd, args.export)))
+    for path, step, text in targets:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise GfsError(f"{path}: cannot write ({exc.strerror or exc})") from None
-        print(f"wrote {path}")
+        print(f"wrote {path}: {EXPORT_WHAT[step]}")
+    print("written as the minimisation of the negated objective (every LP/MPS reader minimises "
+          "by default): another solver's optimum is minus the MILP's")
     return 0
 
 
@@ -221,7 +235,8 @@ def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
         lines.append("")
         lines.append("spot quota / LP admission")
         keys = sorted(set((qg.quotas if qg else {}) | (qm.quotas if qm else {})))
-        rows = [["pool", "class h", *(["rule quota"] if qg else []), *(["MILP quota"] if qm else [])]]
+        rows = [["pool", "class h", *(["rule quota (GPUs)"] if qg else []),
+                 *(["MILP quota (GPUs)"] if qm else [])]]
         for key in keys:
             rows.append([key[0], f"{key[1]:g}",
                          *([_num(qg.quotas[key] / MILLI, ",.3f") if key in qg.quotas else "—"] if qg else []),
@@ -242,21 +257,23 @@ def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
     if pg or pm:
         lines.append("")
         lines.append("HP placement / preemption")
-        rows = [["method", "HP placed", "GPUs", "value P", "evict cost C", "victims", "time s", "status"]]
+        # P in milli-GPU, as in instance files (meta.optimum) and the exported models' objective
+        rows = [["method", "HP placed", "GPUs", "P (milli-GPU)", "C (GPU·s)", "victims",
+                 "time s", "status"]]
         if pg:
             s = pg.score
             rows.append(["greedy", str(len(pg.decision.placements)), f"{s.placed_gpus:g}",
-                         f"{s.placed / MILLI:,.3f}", f"{s.eviction_cost:,.1f}", str(s.victims),
+                         f"{s.placed:,.0f}", f"{s.eviction_cost:,.1f}", str(s.victims),
                          f"{pg.time_s:.3f}", "ok" if not pg.problems else "INFEASIBLE"])
         if pm:
             s = pm.score
             rep = pm.decision.reports[-1]
             rows.append(["MILP", str(len(pm.decision.placements)), f"{s.placed_gpus:g}",
-                         f"{s.placed / MILLI:,.3f}", f"{s.eviction_cost:,.1f}", str(s.victims),
+                         f"{s.placed:,.0f}", f"{s.eviction_cost:,.1f}", str(s.victims),
                          f"{rep.time_s:.3f}", rep.status + (" (fallback)" if rep.fallback else "")])
         lines += _table(rows)
         if pm:
-            lines.append(f"  report: {_report(pm.decision.reports[-1])}")
+            lines.append(f"  report: {_report(pm.decision.reports[-1], scale=MILLI)}")
         if res.placed_gap() is not None:
             lines.append(f"  greedy gap: P {_pct(res.placed_gap())} below MILP "
                          f"({_pct(res.placed_gap(True))} below bound); eviction cost "
@@ -288,9 +305,17 @@ def format_result(res: Any, rnd: Any, title: str, limit: int = 20) -> str:
     return "\n".join(lines)
 
 
-def _report(r: Any) -> str:
-    parts = [f"{r.method} {r.status}", f"objective {_num(r.objective, ',.3f')}",
-             f"bound {_num(r.bound, ',.3f')}", f"gap {_pct(r.gap)}", f"{r.time_s:.3f} s", r.solver]
+def _report(r: Any, scale: float | None = None) -> str:
+    """One solve report; ``scale``: the preemption step, whose report counts P in GPUs, is shown
+    in milli-GPU like its table."""
+    if scale is None:
+        values = [f"objective {_num(r.objective, ',.3f')}", f"bound {_num(r.bound, ',.3f')}"]
+    else:
+        def milli(x: float | None) -> str:
+            return _num(None if x is None else x * scale, ",.0f")
+        values = [f"P {milli(r.objective)} milli-GPU", f"bound {milli(r.bound)}"]
+    parts = [f"{r.method} {r.status}", *values, f"gap {_pct(r.gap)}", f"{r.time_s:.3f} s",
+             r.solver]
     if r.fallback:
         parts.append("FALLBACK to greedy")
     if r.message:

@@ -34,8 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(handler=_synth)
 
     st = tsub.add_parser("stats", help="calibration statistics of any trace")
-    st.add_argument("source", help="folder with node_info_df.csv + job_info_df.csv, a trace file, "
-                                   "or a built-in name (synthetic, small, paper-a100; ref-toy from $GFS_DATA_DIR)")
+    st.add_argument("source", help=cargs.TRACE_HELP)
     st.add_argument("--json", action="store_true", help="print JSON instead of a table")
     st.add_argument("--seed", type=cargs.seed, default=0)
     st.add_argument("--targets", type=Path, default=None,

@@ -186,7 +186,7 @@ class SharedFit:
         # MAP designs of the current refit's windows, by the identity of their inputs
         self.designs: dict[tuple, tuple[tuple, Design | None]] = {}
         # Both depend on column names and calendar years only, never on the series' values, and
-        # every tenant model of a pool asks for the same ones (BENCHMARKS.md, issue 13: 40 % of a
+        # every tenant model of a pool asks for the same ones (40 % of a
         # `small` GFS run was these two pandas-heavy calls):
         self.holiday_frames: dict[tuple, pd.DataFrame] = {}
         self.component_cols: dict[tuple, tuple[pd.DataFrame, dict]] = {}

@@ -2,7 +2,7 @@
 
 Prophet fits by handing its Stan model (``prophet.stan``) to CmdStan's L-BFGS optimiser: one
 child process per fit, ≈ 40 ms of which ≈ 20 ms is process start-up, paid by every tenant series
-at every daily refit (issue 13: 57 s of a 117 s ``paper-a100`` GFS run). For the model GFS uses —
+at every daily refit (57 s of a 117 s ``paper-a100`` GFS run before it). For the model GFS uses —
 linear trend, additive seasonality and holidays — the posterior has a structure Stan does not use
 (see ``formulations/prophet_map.md``): the mean is linear in θ = (k, m, δ, β),
 

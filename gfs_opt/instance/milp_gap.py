@@ -6,10 +6,10 @@ HP value placed, ``cost_excess`` = (C_greedy − C*)/C* of eviction cost when bo
 value. A greedy answer the checker rejects (e.g. it evicts under ``hard_guarantee``) has no gap
 and is counted in ``greedy_infeasible``.
 
-Both answer the paper's question, every HP gang placed now: the greedy is PTS (`PTS_POLICY`).
-GFS's own HP gangs may first wait for LP window boundaries, and most gangs of these rounds have
-just arrived, so under GFS's defaults both answers would mostly be "wait" and the gaps would
-measure nothing.
+Both answer the paper's question, every HP gang placed now: the greedy is the published GFS's PTS
+(`PTS_POLICY`, `gfs-opt solve`'s default). gfs_opt's `gfs` may first hold HP gangs back for LP window
+boundaries, and most gangs of these rounds have just arrived, so under `gfs` both answers would
+mostly be "wait" and the gaps would measure nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from gfs_opt.instance import load_round
 from gfs_opt.instance.solve_round import solve_round
 from gfs_opt.solve import SolverOptions
 
-#: the greedy policy of the comparison: GFS's passes without waiting for window boundaries
-PTS_POLICY = "gfs-no-wait"
+#: the greedy policy of the comparison: the published GFS, whose HP gangs evict at once
+PTS_POLICY = "gfs-paper"
 
 
 def instance_files(folder: Path, include: Sequence[str] | None = None) -> list[Path]:

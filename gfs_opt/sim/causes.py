@@ -1,4 +1,4 @@
-"""Why an LP job was evicted (issues 37 and 40): the cause the engine records with each eviction.
+"""Why an LP job was evicted: the cause the engine records with each eviction.
 
 An eviction is tied to the HP placement of the same decision that needed the victim's GPUs, and
 classified by what that HP gang met in its pool just before its victims were released:
@@ -60,7 +60,7 @@ class EvictionCause:
     hp_after_gpus: float = math.nan
     plan_gpus: float = math.nan
     #: HP demand above the plan (or no plan): the quota is answerable for it, and GFS's η rule
-    #: moves on these alone (`gfs_opt.quota.rule.update_eta`, issue 40)
+    #: moves on these alone (`gfs_opt.quota.rule.update_eta`)
     quota_attributable: bool = True
 
 

@@ -145,7 +145,7 @@ def eviction_causes(rec: Recorder) -> dict[str, Any]:
     for kind in KINDS:
         out[f"lp_evictions_{kind}"] = kinds.count(kind)
     out["lp_fragmentation_share"] = out["lp_evictions_fragmentation"] / n if n else 0.0
-    # the evictions the spot quota answers for: HP above its plan U_0 (issue 40)
+    # the evictions the spot quota answers for: HP above its plan U_0
     out["lp_evictions_quota_attributable"] = sum(c.quota_attributable for c in causes)
     return out
 

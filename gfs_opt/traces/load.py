@@ -42,9 +42,9 @@ def load_trace(source: str | Path, *, seed: int = 0) -> Trace:
 def _ref_toy() -> Trace:
     folder = ref_toy_dir()
     if not (folder / JOB_FILE).is_file():
-        raise InputError(folder, "the ref-toy trace is not there: it is read from the data folder "
-                                 "($GFS_DATA_DIR/ref-toy, default ../shared/data/ref-toy beside the "
-                                 "repository) and does not ship with the package; set GFS_DATA_DIR")
+        raise InputError(folder, "the ref-toy trace is not there: it does not ship with the "
+                                 "package and is read from the data folder ($GFS_DATA_DIR/ref-toy); "
+                                 "get it with `gfs-opt data fetch ref-toy`")
     return load_alibaba(folder, name=REF_TOY)
 
 

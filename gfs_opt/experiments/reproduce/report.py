@@ -164,7 +164,7 @@ WORDS = ("match", "exceed", "miss", "n/a", "production")
 
 
 def departures() -> str:
-    """The deliberate departures from the spec: one source for the README and the report."""
+    """The deliberate departures from the spec: one source for docs/departures.md and the report."""
     return DEPARTURES.read_text(encoding="utf-8").rstrip()
 
 

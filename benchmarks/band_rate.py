@@ -1,7 +1,7 @@
 """How often the windows that only η's growth let in fail: the growth band's failure rate over a
-whole replay, beside the pool's (issue 40, "The growth band").
+whole replay, beside the pool's.
 
-    python benchmarks/eta_variants/band_rate.py (chronus|SETUP) LP_LOAD SEED [--no-gate]
+    python benchmarks/band_rate.py (chronus|SETUP) LP_LOAD SEED [--no-gate]
 
 Replays GFS (ETS) and sums every window outcome's band weights (`Simulator._band_weight`: a
 success by the band's share of the running LP GPUs, a failure by η's share of its overrun).
@@ -19,7 +19,7 @@ import gfs_opt.quota.rule as rule
 import gfs_opt.sim.engine as engine
 from gfs_opt.experiments.runner import run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_spec import case_parser, replay_spec
 
 

@@ -1,7 +1,7 @@
-"""Evictions by cause for one replay of issue 40's studies (ETS): window outcomes, evictions split
+"""Evictions by cause for one replay of the η and backlog studies (ETS): window outcomes, evictions split
 into count / fragmentation / other, how many had HP above the quota's plan, and the JQTs.
 
-    python benchmarks/eta_variants/eviction_causes.py (chronus|SETUP) LP_LOAD SEED POLICY [POLICY ...]
+    python benchmarks/eviction_causes.py (chronus|SETUP) LP_LOAD SEED POLICY [POLICY ...]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gfs_opt.experiments.runner import run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_spec import case_parser, replay_spec
 
 KEYS = ("lp_eviction_rate", "lp_windows_failed", "lp_windows_ok", "lp_evictions_count",
