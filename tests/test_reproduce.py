@@ -44,8 +44,9 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str
 def test_quick_writes_report_tables_and_figures(quick_run: tuple[Path, Path, str]) -> None:
     run_dir, report, stdout = quick_run
     text = report.read_text()
-    for section in ("## Headline: the paper's numbers and ours", "## Ablations",
+    for section in ("## The paper's GFS: its numbers and ours", "## The paper's ablations",
                     "## Greedy vs exact on the instance files", "## Where we differ and why",
+                    "## Beyond the paper: gfs_opt's GFS (`gfs`)", "**Each departure's effect**",
                     "## Spot quota and forecast", "Quick mode"):
         assert section in text, section
     # every paper number that the quick plan can measure has a verdict
@@ -66,14 +67,22 @@ def test_quick_writes_report_tables_and_figures(quick_run: tuple[Path, Path, str
         assert (report.parent / link).resolve().exists(), link
     names = {p.stem for p in (run_dir / "figures").glob("*.png")}
     assert {"lp_jqt_cdf_medium", "eviction_by_pool_medium", "allocation_medium",
-            "quota_vs_demand_small_medium", "milp_gap"} <= names
+            "quota_vs_demand_small_medium_gfs-paper", "quota_vs_demand_small_medium_gfs",
+            "milp_gap"} <= names
     doc = json.loads((run_dir / "results.json").read_text())
-    gfs = doc["summaries"]["grid"]["medium"]["gfs"]
-    assert 0.0 <= gfs["lp_eviction_rate"] <= 1.0 and gfs["hp_evictions"] == 0
+    for pol in ("gfs-paper", "gfs"):
+        s = doc["summaries"]["grid"]["medium"][pol]
+        assert 0.0 <= s["lp_eviction_rate"] <= 1.0 and s["hp_evictions"] == 0
     assert set(doc["summaries"]["ablations"]["medium"]) == {
-        "gfs", "gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims",
-        "gfs-no-shape", "gfs-no-gang-victims", "gfs-no-beside", "gfs-no-attributable-eta"}
-    assert "[17/17]" in stdout and "report:" in stdout   # progress was printed
+        "gfs-paper", "gfs-paper[forecaster=week-peak]", "gfs-paper[static_eta=true]"}
+    assert set(doc["summaries"]["departures"]["medium"]) == {"gfs-no-wait"}
+    effects = pd.read_csv(run_dir / "tables" / "departures.csv")
+    assert list(effects["departure"]) == ["wait"] and effects["seeds"].tolist() == [1]
+    # the effect is gfs minus gfs without the departure, on the same trace
+    g = doc["summaries"]["grid"]["medium"]["gfs"]["lp_eviction_rate"]
+    w = doc["summaries"]["departures"]["medium"]["gfs-no-wait"]["lp_eviction_rate"]
+    assert effects["lp_eviction_rate_effect"].iloc[0] == pytest.approx(g - w)
+    assert "[13/13]" in stdout and "report:" in stdout   # progress was printed
     trace = pd.read_csv(run_dir / "runs" / "small" / "medium" / "gfs" / "quota_trace.csv")
     assert len(trace) and (trace["fc_lo"] <= trace["fc_hi"] + 1e-9).all()
 
@@ -86,14 +95,15 @@ def test_second_invocation_reuses_every_run(quick_run: tuple[Path, Path, str],
     assert main(["reproduce", "--quick", "--out", str(run_dir), "--report", str(report),
                  "--skip-milp", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    # 16 distinct runs loaded from disk (GFS, 4 no-quota and 3 +sqa baselines, 8 ablations),
-    # GFS at medium shared by the grid and the ablations
-    assert out.count(": reused") == 16 and out.count("same run as") == 1
+    # 12 distinct runs loaded from disk (both GFS, 4 no-quota and 3 +sqa baselines, 2
+    # ablations, 1 departure), gfs-paper at medium shared by the grid and the ablations
+    assert out.count(": reused") == 12 and out.count("same run as") == 1
     assert " …" not in out
     after = report.read_text()
     # same measurements, and the instance study is gone because it was skipped
-    headline = before.split("## The paper's simulation")[0].split("## Headline")[1]
-    assert headline == after.split("## The paper's simulation")[0].split("## Headline")[1]
+    head = "## The paper's GFS: its numbers and ours"
+    headline = before.split("## The paper's simulation")[0].split(head)[1]
+    assert headline == after.split("## The paper's simulation")[0].split(head)[1]
     assert "## Greedy vs exact" not in after
 
 
@@ -126,11 +136,15 @@ def test_plan_covers_the_paper() -> None:
     cells = grid_cells(cfg)
     grid = {(c.load, c.policy) for c in cells if c.group == "grid"}
     assert {(ld, p) for ld in ("low", "medium", "high")
-            for p in ("gfs", "yarn-cs", "chronus", "lyra", "fgd")} <= grid
+            for p in ("gfs-paper", "gfs", "yarn-cs", "chronus", "lyra", "fgd", "lyra+sqa")} <= grid
     assert ("medium", "gfs-milp") in grid
     assert {c.policy for c in cells if c.group == "ablations"} == {
-        "gfs", "gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims",
-        "gfs-no-shape", "gfs-no-gang-victims", "gfs-no-beside", "gfs-no-attributable-eta"}
+        "gfs-paper", "gfs-paper[forecaster=week-peak]", "gfs-paper[static_eta=true]",
+        "gfs-paper[use_history=false]", "gfs-paper[victims=naive]"}
+    # each departure dropped from gfs, at every load and seed
+    deps = {(c.load, c.policy, c.seed) for c in cells if c.group == "departures"}
+    assert len(deps) == 3 * 6 * 3 and ("high", "gfs-no-wait", 2) in deps
+    assert {c.policy for c in cells if c.group == "rho"} == {"gfs-paper"}
     assert cfg.full_setup == "full"
     sweep = [c for c in cells if c.group == "rho"]
     assert len({c.key for c in sweep}) == len(cfg.rho_sweep) >= 3
@@ -154,7 +168,7 @@ def test_changes_sign_and_means() -> None:
                        "lyra": _s(lp_jqt_mean=200.0)},
             "high": {"gfs": _s(lp_jqt_mean=300.0), "yarn-cs": _s(lp_jqt_mean=200.0),
                      "lyra": _s(lp_jqt_mean=300.0)}}
-    ch = changes(grid, "lp_jqt_mean")
+    ch = changes(grid, "lp_jqt_mean", "gfs")
     assert ch.loc["yarn-cs", "medium"] == pytest.approx(-0.5)
     assert ch.loc["lyra", "medium"] == pytest.approx(-0.75)
     assert ch.loc["yarn-cs", "high"] == pytest.approx(0.5)
@@ -174,13 +188,14 @@ def test_best_baseline_is_lowest_lp_jqt() -> None:
 
 def test_paper_comparison_of_a_paper_like_result_matches() -> None:
     """Summaries shaped like the paper's own numbers must be judged 'match' throughout."""
-    med = {"gfs": _s(lp_jqt_mean=575.4, lp_eviction_rate=0.0121, hp_jqt_mean=30.0,
-                     hp_jct_p99=1000.0, allocation_rate=0.8)}
+    med = {"gfs-paper": _s(lp_jqt_mean=575.4, lp_eviction_rate=0.0121, hp_jqt_mean=30.0,
+                           hp_jct_p99=1000.0, allocation_rate=0.8)}
     for b in ("yarn-cs", "chronus", "lyra", "fgd", "yarn-cs+sqa", "lyra+sqa", "fgd+sqa"):
         med[b] = _s(lp_jqt_mean=575.4 / (1 - 0.441), lp_eviction_rate=0.0121 / (1 - 0.33),
                     hp_jqt_mean=30.0 / (1 - 0.655), hp_jct_p99=1000.0, allocation_rate=0.8)
-    abl = {"gfs": med["gfs"], "gfs-week-peak": _s(lp_jqt_mean=10_502.4, lp_eviction_rate=0.0808),
-           "gfs-static-eta": _s(lp_jqt_mean=2_174.3, lp_eviction_rate=0.0121)}
+    abl = {"gfs-paper": med["gfs-paper"],
+           "gfs-paper[forecaster=week-peak]": _s(lp_jqt_mean=10_502.4, lp_eviction_rate=0.0808),
+           "gfs-paper[static_eta=true]": _s(lp_jqt_mean=2_174.3, lp_eviction_rate=0.0121)}
     comps = paper_comparisons({"grid": {"medium": med}, "ablations": {"medium": abl}})
     by_key = {c.number.key: c for c in comps}
     for key in ("lp_eviction_change", "lp_eviction_change_sqa", "lp_jqt_change",

@@ -51,9 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="time limit per MILP step on the instances (default 10; --quick: 2)")
     p.add_argument("--seed", type=cargs.seed, default=0)
     p.add_argument("--seeds", type=cargs.seeds, default=None, metavar="S,S,…",
-                   help="run the grid's policies once per seed (e.g. 0,1,2; the first replaces "
-                        "--seed, which everything else runs on) and give each grid metric a "
-                        "mean ± 95 %% interval over seeds; each seed adds a grid's worth of runs")
+                   help="run the grid's policies and the departures once per seed (default: "
+                        "three seeds from --seed on; --quick: --seed alone; the first replaces "
+                        "--seed, which everything else runs on) and give each metric a mean ± "
+                        "95 %% interval over seeds; each seed adds a grid's worth of runs")
     p.add_argument("--fresh", action="store_true", help="re-run even where results exist")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(handler=_reproduce)
@@ -66,8 +67,10 @@ def _config(args: argparse.Namespace) -> ReproConfig:
 
     cfg = ReproConfig.quick_config() if args.quick else ReproConfig()
     kw: dict = {"seed": args.seeds[0] if args.seeds else args.seed}
-    if args.seeds and len(args.seeds) > 1:
-        kw["seeds"] = tuple(args.seeds)
+    if args.seeds:
+        kw["seeds"] = tuple(args.seeds) if len(args.seeds) > 1 else ()
+    elif cfg.seeds:           # three seeds from --seed on
+        kw["seeds"] = tuple(args.seed + k for k in range(len(cfg.seeds)))
     for name in ("forecaster", "full_forecaster"):
         value = getattr(args, name)
         if value is not None:

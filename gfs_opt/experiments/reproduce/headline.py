@@ -15,7 +15,13 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.experiments.reproduce.paper import PAPER, PaperNumber, Verdict, verdict
-from gfs_opt.experiments.reproduce.plan import BASELINES, SQA_BASELINES
+from gfs_opt.experiments.reproduce.plan import (
+    BASELINES,
+    REFERENCE,
+    SQA_BASELINES,
+    STATIC_ETA,
+    WEEK_PEAK,
+)
 
 Summaries = Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]]
 
@@ -71,7 +77,7 @@ def run_table(by_load: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> pd.Data
 
 
 def changes(by_load: Mapping[str, Mapping[str, Mapping[str, Any]]], metric: str,
-            reference: str = "gfs", baselines: tuple[str, ...] = BASELINES) -> pd.DataFrame:
+            reference: str = REFERENCE, baselines: tuple[str, ...] = BASELINES) -> pd.DataFrame:
     """Change of ``reference`` vs each baseline (rows) per load (columns) plus row/column means."""
     data: dict[str, dict[str, float]] = {}
     for load, by_pol in by_load.items():
@@ -97,21 +103,23 @@ class Comparison:
 
 
 def paper_comparisons(summaries: Summaries, medium: str = "medium",
-                      best_baseline: str | None = None) -> list[Comparison]:
-    """Each published number of GFS-SPEC §8 next to ours (see `paper.verdict`)."""
+                      best_baseline: str | None = None, reference: str = REFERENCE,
+                      ablations: bool = True) -> list[Comparison]:
+    """Each published number of GFS-SPEC §8 next to ``reference``'s (see `paper.verdict`): the
+    published GFS by default; ``ablations`` adds the paper's ablations (of the published GFS)."""
     grid = summaries.get("grid", {})
     med = grid.get(medium, {})
-    gfs = med.get("gfs")
+    gfs = med.get(reference)
     out: list[Comparison] = []
 
     def add(key: str, ours: float, how: str) -> None:
         out.append(Comparison(PAPER[key], ours, verdict(ours, PAPER[key]), how))
 
-    ev = changes(grid, "lp_eviction_rate")
-    jqt = changes(grid, "lp_jqt_mean")
-    hp = changes(grid, "hp_jqt_mean")
-    ev_sqa = changes(grid, "lp_eviction_rate", baselines=SQA_BASELINES)
-    jqt_sqa = changes(grid, "lp_jqt_mean", baselines=SQA_BASELINES)
+    ev = changes(grid, "lp_eviction_rate", reference)
+    jqt = changes(grid, "lp_jqt_mean", reference)
+    hp = changes(grid, "hp_jqt_mean", reference)
+    ev_sqa = changes(grid, "lp_eviction_rate", reference, SQA_BASELINES)
+    jqt_sqa = changes(grid, "lp_jqt_mean", reference, SQA_BASELINES)
     for key, table, fam in (("lp_eviction_change", ev, "no-quota"),
                             ("lp_eviction_change_sqa", ev_sqa, "+sqa"),
                             ("lp_jqt_change", jqt_sqa, "+sqa"),
@@ -121,22 +129,23 @@ def paper_comparisons(summaries: Summaries, medium: str = "medium",
                 f"mean change over {len(table) - 1} {fam} baselines × {len(table.columns) - 1} "
                 f"loads")
     full = summaries.get("full", {}).get("medium", {})
-    al_all = changes(grid, "allocation_rate", baselines=(*BASELINES, *SQA_BASELINES))
+    al_all = changes(grid, "allocation_rate", reference, (*BASELINES, *SQA_BASELINES))
     gains = ([float(al_all.drop(index="mean", columns="mean").max().max())]
              if not al_all.empty else [])
     how_gain = "largest over baselines × loads"
-    if "gfs" in full and best_baseline is not None and best_baseline in full:
-        gains.append(change(_get(full["gfs"], "allocation_rate"),
+    if reference in full and best_baseline is not None and best_baseline in full:
+        gains.append(change(_get(full[reference], "allocation_rate"),
                             _get(full[best_baseline], "allocation_rate")))
         how_gain += " (A100 grid and full replay)"
     if gains:
         add("allocation_gain_max", float(np.nanmax(gains)), how_gain)
-    if "gfs" in full and best_baseline is not None and best_baseline in full:
-        extra = (_get(full["gfs"], "allocated_gpu_hours_per_month")
+    if reference in full and best_baseline is not None and best_baseline in full:
+        extra = (_get(full[reference], "allocated_gpu_hours_per_month")
                  - _get(full[best_baseline], "allocated_gpu_hours_per_month"))
-        price = _get(full["gfs"], "price_per_gpu_hour")
+        price = _get(full[reference], "price_per_gpu_hour")
         add("monthly_value", extra * price,
-            f"full replay, GFS vs {best_baseline}, ${price:g}/GPU·h (the paper's price is unknown)")
+            f"full replay, {reference} vs {best_baseline}, ${price:g}/GPU·h (the paper's price "
+            "is unknown)")
     if gfs is not None:
         add("gfs_lp_jqt", _get(gfs, "lp_jqt_mean"), "paper-a100, medium load")
         base_jqt = [_get(med[b], "lp_jqt_mean") for b in SQA_BASELINES if b in med]
@@ -151,24 +160,27 @@ def paper_comparisons(summaries: Summaries, medium: str = "medium",
                 f"mean over baselines, medium load (ours {hp[medium].drop('mean').min():+.0%} "
                 f"to {hp[medium].drop('mean').max():+.0%})")
         p99 = [_get(s, "hp_jct_p99") for p, s in med.items()
-               if p in ("gfs", *BASELINES, *SQA_BASELINES)]
+               if p in (reference, *BASELINES, *SQA_BASELINES)]
         p99 = [x for x in p99 if not math.isnan(x)]
         if p99:
             add("hp_jct_p99_spread", (max(p99) - min(p99)) / max(min(p99), 1e-9),
-                "(max − min)/min over GFS and the baselines, medium load")
+                f"(max − min)/min over {reference} and the baselines, medium load")
+    if not ablations:
+        return out
     abl = summaries.get("ablations", {}).get(medium, {})
-    g = abl.get("gfs", gfs)
-    for pol, key, metric in (("gfs-week-peak", "week_peak_lp_jqt", "lp_jqt_mean"),
-                             ("gfs-week-peak", "week_peak_lp_eviction", "lp_eviction_rate"),
-                             ("gfs-static-eta", "static_eta_lp_jqt", "lp_jqt_mean")):
+    g = abl.get(reference, gfs)
+    for pol, key, metric in ((WEEK_PEAK, "week_peak_lp_jqt", "lp_jqt_mean"),
+                             (WEEK_PEAK, "week_peak_lp_eviction", "lp_eviction_rate"),
+                             (STATIC_ETA, "static_eta_lp_jqt", "lp_jqt_mean")):
         if pol in abl:
-            add(key, _get(abl[pol], metric), f"{pol}, medium load")
-    for pol, key, metric in (("gfs-week-peak", "week_peak_jqt_factor", "lp_jqt_mean"),
-                             ("gfs-week-peak", "week_peak_eviction_factor", "lp_eviction_rate"),
-                             ("gfs-static-eta", "static_eta_jqt_factor", "lp_jqt_mean")):
+            add(key, _get(abl[pol], metric), f"`{pol}`, medium load, seed 0")
+    for pol, key, metric in ((WEEK_PEAK, "week_peak_jqt_factor", "lp_jqt_mean"),
+                             (WEEK_PEAK, "week_peak_eviction_factor", "lp_eviction_rate"),
+                             (STATIC_ETA, "static_eta_jqt_factor", "lp_jqt_mean")):
         if pol in abl and g is not None:
             base = _get(g, metric)
-            add(key, _get(abl[pol], metric) / base if base else math.nan, f"{pol} ÷ gfs")
+            add(key, _get(abl[pol], metric) / base if base else math.nan,
+                f"`{pol}` ÷ {reference}")
     return out
 
 
@@ -178,7 +190,7 @@ def comparisons_frame(rows: list[Comparison]) -> pd.DataFrame:
                          for c in rows])
 
 
-def ablation_table(by_policy: Mapping[str, Mapping[str, Any]], reference: str = "gfs"
+def ablation_table(by_policy: Mapping[str, Mapping[str, Any]], reference: str = REFERENCE
                    ) -> pd.DataFrame:
     """Ablations vs GFS: metric values and the factor to GFS's value."""
     ref = by_policy.get(reference)
@@ -192,4 +204,39 @@ def ablation_table(by_policy: Mapping[str, Mapping[str, Any]], reference: str = 
             base = _get(ref, key)
             row[f"{key}_x_gfs"] = row[key] / base if base else math.nan
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+#: what each departure's effect is measured on: summary key → (label, scale, unit, digits)
+EFFECT_METRICS = {"lp_eviction_rate": ("LP evict", 100.0, "pp", 2),
+                  "lp_jqt_mean": ("LP JQT", 1.0, "s", 0),
+                  "hp_jqt_mean": ("HP JQT mean", 1.0, "s", 0),
+                  "hp_jqt_p99": ("HP JQT p99", 1.0, "s", 0)}
+
+
+def departure_effects(by_seed: Mapping[int, Mapping[str, Mapping[str, Mapping[str, Any]]]],
+                      ours: str = "gfs") -> pd.DataFrame:
+    """Each departure's effect, paired by seed: for every ``gfs-no-<key>`` run, ``ours`` minus
+    it on the same trace (what adding the departure does; negative = lower with it), as the mean
+    and 95 % half-width over seeds, per load; ``by_seed`` is seed → load → policy → summary."""
+    from gfs_opt.experiments.seed_stats import t_interval
+
+    rows: list[dict[str, Any]] = []
+    loads = list(dict.fromkeys(ld for by_load in by_seed.values() for ld in by_load))
+    policies = list(dict.fromkeys(p for by_load in by_seed.values() for by_pol in by_load.values()
+                                  for p in by_pol if p.startswith("gfs-no-")))
+    for pol in policies:
+        for load in loads:
+            row: dict[str, Any] = {"departure": pol.removeprefix("gfs-no-"), "load": load}
+            for key in EFFECT_METRICS:
+                diffs, with_it = [], []
+                for by_load in by_seed.values():
+                    by_pol = by_load.get(load, {})
+                    if ours in by_pol and pol in by_pol:
+                        diffs.append(_get(by_pol[ours], key) - _get(by_pol[pol], key))
+                        with_it.append(_get(by_pol[ours], key))
+                ci = t_interval(diffs)
+                row[f"{key}_effect"], row[f"{key}_ci95"], row["seeds"] = ci.mean, ci.half, ci.n
+                row[f"{key}_gfs"] = float(np.mean(with_it)) if with_it else math.nan
+            rows.append(row)
     return pd.DataFrame(rows)

@@ -2,14 +2,18 @@
 
 Plan (`ReproConfig`; `ReproConfig.quick()` is the small variant the test suite runs):
 
-- **grid** — setup ``paper-a100`` at low / medium / high LP load × GFS, the four baselines with
-  no quota and the three under GFS's quota (``+sqa``), plus GFS-MILP at the loads in
-  ``milp_loads``;
-- **ablations** — GFS and its four ablations at ``ablation_load``;
-- **rho** — GFS at ``ablation_load`` for each ρ of ``rho_sweep`` (fast forecaster): how much of
-  the eviction/queueing trade-off is the choice of ρ;
-- **full** — the full-cluster August replay: GFS and the best baseline of the grid at medium load
-  (lowest mean LP JQT, then lowest eviction rate);
+- **grid** — setup ``paper-a100`` at low / medium / high LP load × the published GFS
+  (``gfs-paper``, `REFERENCE`: what is scored against the paper), gfs_opt's GFS (``gfs``), the
+  four baselines with no quota and the three under GFS's quota (``+sqa``), plus GFS-MILP at the
+  loads in ``milp_loads``;
+- **ablations** — the paper's own ablations of the published GFS (previous-week-peak forecaster,
+  static η, no eviction history, naive victims) at ``ablation_load``;
+- **departures** — ``gfs`` without each of its departures (``gfs-no-<key>``,
+  `gfs_opt.policies.departures`) at every load and seed: each departure's measured effect;
+- **rho** — the published GFS at ``ablation_load`` for each ρ of ``rho_sweep`` (fast
+  forecaster): how much of the eviction/queueing trade-off is the choice of ρ;
+- **full** — the full-cluster August replay: both GFS and the best baseline of the grid at
+  medium load (lowest mean LP JQT, then lowest eviction rate);
 - **instances** — every file of ``instances/`` through the greedy and the exact solvers;
 - **seeds** — with ``seeds`` of more than one seed, the grid's policies (not GFS-MILP) again at
   every load for each seed but the first, so the report gives each grid metric a mean ± 95 %
@@ -38,7 +42,8 @@ from gfs_opt.experiments.reproduce.quota_trace import QuotaTracer
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.setups import LOADS, SETUPS
 from gfs_opt.instance.milp_gap import instance_files, solve_instances
-from gfs_opt.policies import POLICIES, options_for
+from gfs_opt.policies import POLICIES, options_for, parse_policy, policy_name
+from gfs_opt.policies.departures import DEPARTURES
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.traces.base import Trace
 
@@ -46,9 +51,16 @@ from gfs_opt.traces.base import Trace
 BASELINES = ("yarn-cs", "chronus", "lyra", "fgd")
 #: … and under GFS's spot quota with a static η, as the authors ran them (Chronus has no quota)
 SQA_BASELINES = ("yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
-ABLATIONS = ("gfs-week-peak", "gfs-static-eta", "gfs-no-history", "gfs-naive-victims",
-             "gfs-no-shape", "gfs-no-gang-victims", "gfs-no-beside", "gfs-no-attributable-eta")
-GROUPS = ("grid", "ablations", "rho", "full", "seeds")
+#: the published GFS, scored against the paper's numbers; gfs_opt's GFS is "beyond the paper"
+REFERENCE = "gfs-paper"
+OURS = "gfs"
+#: the paper's ablations of its own components (GFS-SPEC §8), on the published GFS
+ABLATIONS = ("gfs-paper[forecaster=week-peak]", "gfs-paper[static_eta=true]",
+             "gfs-paper[use_history=false]", "gfs-paper[victims=naive]")
+WEEK_PEAK, STATIC_ETA = ABLATIONS[0], ABLATIONS[1]
+#: gfs without each of its departures, generated from the departures table
+DEPARTURE_POLICIES = tuple(f"gfs-no-{d.key}" for d in DEPARTURES)
+GROUPS = ("grid", "ablations", "departures", "rho", "full", "seeds")
 QUOTA_TRACE = "quota_trace.csv"
 
 Progress = Callable[[str], None]
@@ -60,16 +72,18 @@ class ReproConfig:
 
     setup: str = "paper-a100"
     loads: tuple[tuple[str, float], ...] = tuple(LOADS.items())
-    policies: tuple[str, ...] = ("gfs", *BASELINES, *SQA_BASELINES)
+    policies: tuple[str, ...] = (REFERENCE, OURS, *BASELINES, *SQA_BASELINES)
     milp_policies: tuple[str, ...] = ("gfs-milp",)
     milp_loads: tuple[str, ...] = ("medium",)
     ablations: tuple[str, ...] = ABLATIONS
     ablation_load: str = "medium"
+    # gfs without each departure, at every load and grid seed (empty: skip)
+    departures: tuple[str, ...] = DEPARTURE_POLICIES
     # sensitivity of GFS to ρ at ``ablation_load``, with a fast forecaster so it costs minutes
     rho_sweep: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
     sweep_forecaster: str = "ets"
     full_setup: str | None = "full"
-    full_policies: tuple[str, ...] = ("gfs",)
+    full_policies: tuple[str, ...] = (REFERENCE, OURS)
     full_best_baseline: bool = True
     forecaster: str = "prophet"
     # Prophet per tenant over six months of the full cluster takes hours on 2 cores; the
@@ -80,8 +94,8 @@ class ReproConfig:
     instance_include: tuple[str, ...] | None = None   # file-name prefixes to keep
     milp_time_limit: float = 10.0
     seed: int = 0
-    # seeds of the grid (the first is ``seed``); empty: ``seed`` alone
-    seeds: tuple[int, ...] = ()
+    # seeds of the grid and the departures (the first is ``seed``); empty: ``seed`` alone
+    seeds: tuple[int, ...] = (0, 1, 2)
     drain_days: float = 3.0
     quick: bool = False
 
@@ -91,25 +105,28 @@ class ReproConfig:
         no GFS-MILP simulation (a MILP per contested round is the slow part), tiny instances."""
         base = cls(setup="small", loads=(("medium", 1.0),), forecaster="ets", full_setup=None,
                    milp_policies=(), rho_sweep=(), instance_include=("tiny-",),
-                   milp_time_limit=2.0, quick=True)
+                   milp_time_limit=2.0, quick=True, seeds=(), departures=("gfs-no-wait",),
+                   ablations=ABLATIONS[:2])
         return replace(base, **overrides)
 
     def validate(self) -> None:
         for setup in (self.setup, self.full_setup):
             if setup is not None and setup not in SETUPS:
                 raise GfsError(f"unknown setup '{setup}'; choose from {', '.join(SETUPS)}")
-        names = [*self.policies, *self.milp_policies, *self.ablations, *self.full_policies]
-        unknown = sorted({p for p in names if p not in POLICIES})
-        if unknown:
-            raise GfsError(f"unknown policy {unknown}; choose from {', '.join(POLICIES)}")
+        names = [*self.policies, *self.milp_policies, *self.ablations, *self.full_policies,
+                 *self.departures]
+        for name in names:
+            parse_policy(name)     # a GfsError names an unknown policy or option
         load_names = {name for name, _ in self.loads}
         if not self.loads:
             raise GfsError("no LP load to run")
         for name in (*self.milp_loads, self.ablation_load):
             if name not in load_names:
                 raise GfsError(f"load '{name}' is not among the grid's loads {sorted(load_names)}")
-        if "gfs" not in self.policies:
-            raise GfsError("the grid needs policy 'gfs' (everything is compared with it)")
+        for needed in (REFERENCE, OURS):
+            if needed not in self.policies:
+                raise GfsError(f"the grid needs policy '{needed}' ({REFERENCE}: the published "
+                               f"GFS, scored against the paper; {OURS}: gfs_opt's, beyond it)")
         if self.milp_time_limit <= 0:
             raise GfsError("the MILP time limit must be positive")
         bad = [r for r in self.rho_sweep if not 0 < r < 1]
@@ -176,6 +193,45 @@ class ReproResults:
                 out.setdefault(int(seed), {}).setdefault(load, {})[policy] = o
         return out
 
+    def departures_by_seed(self) -> dict[int, dict[str, dict[str, RunOutput]]]:
+        """``gfs`` and ``gfs`` without each departure by seed → load → policy."""
+        by_seed = self.grid_by_seed()
+        out: dict[int, dict[str, dict[str, RunOutput]]] = {}
+        for seed, by_load in by_seed.items():
+            for load, by_pol in by_load.items():
+                if OURS in by_pol:
+                    out.setdefault(seed, {}).setdefault(load, {})[OURS] = by_pol[OURS]
+        for load, by_label in self.group("departures").items():
+            for label, o in by_label.items():
+                policy, _, tag = label.rpartition("-seed")
+                if not policy:            # the first seed's run carries no suffix
+                    policy, tag = label, str(self.config.seed)
+                out.setdefault(int(tag), {}).setdefault(load, {})[policy] = o
+        return out
+
+    def grid_means(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """The grid's summaries averaged over seeds (numeric values; load → policy → summary):
+        what the paper's numbers are compared with. One seed: that seed's summaries."""
+        by_seed = self.grid_by_seed()
+        first = self.summaries().get("grid", {})
+        if len(by_seed) < 2:
+            return first
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for load, by_pol in first.items():
+            for pol, s in by_pol.items():
+                runs = [by_seed[sd][load][pol].summary for sd in by_seed
+                        if pol in by_seed[sd].get(load, {})]
+                mean = dict(s)
+                for k, v in s.items():
+                    vals = [r.get(k) for r in runs]
+                    nums = [float(x) for x in vals
+                            if isinstance(x, int | float) and not isinstance(x, bool)]
+                    if isinstance(v, int | float) and not isinstance(v, bool) and \
+                            len(nums) == len(vals):
+                        mean[k] = sum(nums) / len(nums)
+                out.setdefault(load, {})[pol] = mean
+        return out
+
     def summaries(self) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
         """JSON-friendly summaries (with the extras of `extras`) by group → load → policy."""
         return {g: {ld: {p: {**o.summary, **extras(o)} for p, o in by_pol.items()}
@@ -228,11 +284,14 @@ def grid_cells(cfg: ReproConfig) -> list[Cell]:
               for p in cfg.milp_policies if name in cfg.milp_loads]
     factor = dict(cfg.loads)[cfg.ablation_load]
     cells += [Cell("ablations", cfg.setup, cfg.ablation_load, factor, p)
-              for p in ("gfs", *cfg.ablations)]
-    cells += [Cell("rho", cfg.setup, cfg.ablation_load, factor, "gfs", rho)
+              for p in (REFERENCE, *cfg.ablations)]
+    cells += [Cell("rho", cfg.setup, cfg.ablation_load, factor, REFERENCE, rho)
               for rho in cfg.rho_sweep]
     cells += [Cell("seeds", cfg.setup, name, f, p, seed=seed) for seed in cfg.grid_seeds[1:]
               for name, f in cfg.loads for p in cfg.policies]
+    cells += [Cell("departures", cfg.setup, name, f, p,
+                   seed=None if seed == cfg.seed else seed)
+              for seed in cfg.grid_seeds for name, f in cfg.loads for p in cfg.departures]
     return cells
 
 
@@ -306,7 +365,7 @@ def load_run(folder: Path, spec: RunSpec | None = None) -> RunOutput | None:
 
 # ---- running ----------------------------------------------------------------------------------
 def _is_gfs(policy: str) -> bool:
-    return issubclass(POLICIES[policy][0], GFSPolicy)
+    return issubclass(POLICIES[policy_name(policy)][0], GFSPolicy)
 
 
 def run_cells(cells: list[Cell], cfg: ReproConfig, res: ReproResults, say: Progress,

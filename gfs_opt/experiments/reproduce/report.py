@@ -24,16 +24,26 @@ from gfs_opt.experiments.compare import plot as compare_plot
 from gfs_opt.experiments.reproduce import figures as figs
 from gfs_opt.experiments.reproduce.headline import (
     CHANGE_METRICS,
+    EFFECT_METRICS,
     Comparison,
     ablation_table,
     change,
     changes,
     comparisons_frame,
+    departure_effects,
     paper_comparisons,
     run_table,
 )
 from gfs_opt.experiments.reproduce.paper import MOTIVATION, fmt, is_change
-from gfs_opt.experiments.reproduce.plan import BASELINES, SQA_BASELINES, ReproResults
+from gfs_opt.experiments.reproduce.plan import (
+    BASELINES,
+    OURS,
+    REFERENCE,
+    SQA_BASELINES,
+    STATIC_ETA,
+    WEEK_PEAK,
+    ReproResults,
+)
 from gfs_opt.experiments.seed_tables import (
     SHOWN,
     family_seed_summary,
@@ -43,6 +53,7 @@ from gfs_opt.experiments.seed_tables import (
 )
 from gfs_opt.instance.milp_gap import summarize_gaps
 from gfs_opt.model import Params
+from gfs_opt.policies.departures import BY_KEY
 
 Fmt = Callable[[Any], str]
 
@@ -103,12 +114,12 @@ def make_figures(res: ReproResults, folder: Path) -> dict[str, Path]:
             out[p.stem] = p
     for key, trace in sorted(res.quota_traces.items()):
         setup, load, pol = key.split("/")
-        if pol != "gfs" or trace.empty or trace["fc_mean"].isna().all():
+        if pol not in (REFERENCE, OURS) or trace.empty or trace["fc_mean"].isna().all():
             continue
-        name = f"quota_vs_demand_{setup}_{load}"
+        name = f"quota_vs_demand_{setup}_{load}_{pol}"
         out[name] = figs.quota_vs_demand(trace, folder / f"{name}.png",
                                          title=f"Quota vs HP demand: {setup}, {load} load, "
-                                               f"GFS (first 7 days)")
+                                               f"{pol} (first 7 days)")
     if res.gaps is not None and len(res.gaps):
         out["milp_gap"] = figs.gap_histogram(res.gaps, folder / "milp_gap.png")
     return out
@@ -121,7 +132,8 @@ def write_tables(res: ReproResults, folder: Path) -> dict[str, pd.DataFrame]:
     if "grid" in summ:
         tables["grid"] = run_table(summ["grid"])
         for metric in CHANGE_METRICS:
-            tables[f"change_{metric}"] = changes(summ["grid"], metric)
+            tables[f"change_{metric}"] = changes(summ["grid"], metric, REFERENCE)
+            tables[f"change_{metric}_{OURS}"] = changes(summ["grid"], metric, OURS)
     for group in ("ablations", "full"):
         if group in summ:
             tables[group] = run_table(summ[group])
@@ -131,12 +143,16 @@ def write_tables(res: ReproResults, folder: Path) -> dict[str, pd.DataFrame]:
         tables["grid_by_seed"] = per_seed
         tables["grid_seeds"] = seed_summary(per_seed)
         tables["grid_families"] = family_seed_summary(per_seed)
-    comps = paper_comparisons(summ, res.config.ablation_load, res.best_baseline)
+    comps = paper_comparisons({**summ, "grid": res.grid_means()}, res.config.ablation_load,
+                              res.best_baseline)
     tables["paper_vs_ours"] = comparisons_frame(comps)
+    effects = _effects(res)
+    if not effects.empty:
+        tables["departures"] = effects
     if res.gaps is not None:
         tables["milp_gap"] = res.gaps
     for key, trace in res.quota_traces.items():
-        if key.endswith("/gfs") and not trace.empty:
+        if key.rsplit("/", 1)[1] in (REFERENCE, OURS) and not trace.empty:
             cov = figs.band_coverage(trace, Params().eta_max)
             if len(cov):
                 cov.insert(0, "run", key)
@@ -218,8 +234,8 @@ def _grid(res: ReproResults) -> dict[str, Any] | None:
     milp_rows = []
     for load, by_pol in summ.items():
         for p in res.config.milp_policies:
-            if p in by_pol and "gfs" in by_pol:
-                g, m = by_pol["gfs"], by_pol[p]
+            if p in by_pol and OURS in by_pol:
+                g, m = by_pol[OURS], by_pol[p]
                 milp_rows.append([load, p, pct(m["lp_eviction_rate"], digits=2),
                                   pct(g["lp_eviction_rate"], digits=2), secs(m["lp_jqt_mean"]),
                                   secs(g["lp_jqt_mean"]), secs(m["hp_jqt_mean"]),
@@ -233,8 +249,8 @@ def _grid(res: ReproResults) -> dict[str, Any] | None:
                                  "HP JCT p99 s", "alloc", "useful",
                                  "LP evictions: count / frag (frag share)", "wall s"]),
         "changes": blocks,
-        "milp": md_table(milp_rows, ["load", "policy", "LP evict", "GFS", "LP JQT s", "GFS",
-                                     "HP JQT s", "GFS", "MILP solves (fallbacks)", "wall s"])
+        "milp": md_table(milp_rows, ["load", "policy", "LP evict", OURS, "LP JQT s", OURS,
+                                     "HP JQT s", OURS, "MILP solves (fallbacks)", "wall s"])
         if milp_rows else None,
     }
 
@@ -245,7 +261,7 @@ def _seed_grid(res: ReproResults) -> dict[str, Any] | None:
     by_seed = res.grid_by_seed()
     if len(by_seed) < 2:
         return None
-    df = seed_table(by_seed)
+    df = seed_table(by_seed, REFERENCE)
     summ = seed_summary(df)
     shown = [k for k in SHOWN if f"{k}_mean" in summ.columns]
     rows = [[r["load"], r["policy"], *[_pm(r[f"{k}_mean"], r[f"{k}_ci95"], SHOWN[k][1],
@@ -254,8 +270,8 @@ def _seed_grid(res: ReproResults) -> dict[str, Any] | None:
     seeds = sorted(by_seed)
     return {"n": len(seeds), "list": ", ".join(map(str, seeds)), "first": res.config.seed,
             "table": md_table(rows, ["load", "policy", *[SHOWN[k][0] for k in shown]]),
-            "families": [line.strip() for line in
-                         format_family_seed_summary(family_seed_summary(df))]}
+            "families": [line.strip() for ref in (REFERENCE, OURS) for line in
+                         format_family_seed_summary(family_seed_summary(df, ref), ref)]}
 
 
 def _pm(mean: Any, half: Any, scale: float, digits: int) -> str:
@@ -284,27 +300,77 @@ def _ablations(res: ReproResults) -> dict[str, Any] | None:
     by_pol = res.summaries().get("ablations", {}).get(load, {})
     if not by_pol:
         return None
-    t = ablation_table(by_pol)
-    paper = {"gfs": ("1.21 %", "575.4"), "gfs-week-peak": ("8.08 %", "10,502.4"),
-             "gfs-static-eta": ("–", "2,174.3")}
-    about = {"gfs": "GFS in gfs_opt (shape reserve, gang-aware victims, LP beside HP, η on "
-             "attributable evictions)", "gfs-week-peak": "forecaster = previous-week peak",
-             "gfs-static-eta": "η fixed at 1", "gfs-no-history": "PTS ignores eviction history E(n)",
-             "gfs-naive-victims": "first candidate node, victims in arbitrary order",
-             "gfs-no-shape": "no whole-node reserve (count quota only)",
-             "gfs-no-gang-victims": "victims chosen worker by worker (PTS), not for the gang",
-             "gfs-no-beside": "LP co-located with LP (PTS), not beside HP",
-             "gfs-no-attributable-eta": "η moves on every eviction (paper), not the attributable ones"}
-    rows = [[r["policy"], about.get(r["policy"], ""), pct(r["lp_eviction_rate"], digits=2),
+    t = ablation_table(by_pol, REFERENCE)
+    paper = {REFERENCE: ("1.21 %", "575.4"), WEEK_PEAK: ("8.08 %", "10,502.4"),
+             STATIC_ETA: ("–", "2,174.3")}
+    about = {REFERENCE: "the published GFS", WEEK_PEAK: "forecaster = previous-week peak",
+             STATIC_ETA: "η fixed at 1",
+             "gfs-paper[use_history=false]": "PTS ignores eviction history E(n)",
+             "gfs-paper[victims=naive]": "first candidate node, victims in arbitrary order"}
+    rows = [[f"`{r['policy']}`", about.get(r["policy"], ""), pct(r["lp_eviction_rate"], digits=2),
              f"{r['lp_eviction_rate_x_gfs']:.2f}×", secs(r["lp_jqt_mean"]),
              f"{r['lp_jqt_mean_x_gfs']:.2f}×", secs(r["lp_jqt_p90"]), num(r["lp_never_started"]),
              secs(r["hp_jqt_mean"]), pct(r["allocation_rate"]),
              *paper.get(r["policy"], ("–", "–"))] for _, r in t.iterrows()]
     return {"setup": res.config.setup, "load": load,
-            "table": md_table(rows, ["policy", "what changes", "LP evict", "÷ GFS", "LP JQT s",
-                                     "÷ GFS", "LP JQT p90 s", "LP never started", "HP JQT s",
+            "table": md_table(rows, ["policy", "what changes", "LP evict", f"÷ {REFERENCE}",
+                                     "LP JQT s", f"÷ {REFERENCE}", "LP JQT p90 s",
+                                     "LP never started", "HP JQT s",
                                      "alloc", "paper LP evict", "paper LP JQT s"],
                               "llrrrrrrrrrr")}
+
+
+def _effects(res: ReproResults) -> pd.DataFrame:
+    """`departure_effects` of the run's departures group (empty without one)."""
+    by_seed = {seed: {load: {p: o.summary for p, o in by_pol.items()}
+                      for load, by_pol in by_load.items()}
+               for seed, by_load in res.departures_by_seed().items()}
+    return departure_effects(by_seed, OURS)
+
+
+def _signed(mean: Any, half: Any, scale: float, digits: int) -> str:
+    if _nan(mean):
+        return "–"
+    text = f"{scale * mean:+,.{digits}f}"
+    return text if _nan(half) else f"{text} ± {scale * half:,.{digits}f}"
+
+
+def _beyond(res: ReproResults) -> dict[str, Any] | None:
+    """gfs_opt's GFS beyond the paper: the paper's numbers for both GFS, and each departure's
+    effect over seeds."""
+    grid = res.grid_means()
+    if not any(OURS in by_pol for by_pol in grid.values()):
+        return None
+    means = {**res.summaries(), "grid": grid}
+    load = res.config.ablation_load
+    paper = {c.number.key: c for c in paper_comparisons(means, load, res.best_baseline,
+                                                        REFERENCE, ablations=False)}
+    ours = paper_comparisons(means, load, res.best_baseline, OURS, ablations=False)
+    rows = []
+    for c in ours:
+        n = c.number
+        signed = is_change(n)
+        p = paper.get(n.key)
+        rows.append([n.label, fmt(n.value, n.unit, signed),
+                     fmt(p.ours, n.unit, signed) if p else "–", fmt(c.ours, n.unit, signed),
+                     f"**{c.verdict.word}**", c.how.replace(OURS, f"`{OURS}`")])
+    out: dict[str, Any] = {"numbers": md_table(rows, ["paper number", "paper", REFERENCE, OURS,
+                                                      f"{OURS} verdict", "how measured"],
+                                               "lrrrll"),
+                           "effects": None, "seeds": None}
+    eff = _effects(res)
+    if not eff.empty:
+        erows = []
+        for _, r in eff.iterrows():
+            d = BY_KEY.get(str(r["departure"]))
+            erows.append([f"`{r['departure']}`", d.part if d else "", r["load"],
+                          *[f"{_signed(r[f'{k}_effect'], r[f'{k}_ci95'], sc, dg)} {unit}"
+                            for k, (_lab, sc, unit, dg) in EFFECT_METRICS.items()]])
+        out["effects"] = md_table(erows, ["departure", "part", "load",
+                                          *[lab for lab, *_ in EFFECT_METRICS.values()]],
+                                  "lllrrrr")
+        out["seeds"] = int(eff["seeds"].max())
+    return out
 
 
 def _mean(values: list[float]) -> float:
@@ -393,7 +459,7 @@ def _full(res: ReproResults) -> dict[str, Any] | None:
             out["saturated"] = ", ".join(f"{p} ({v[0]:,} of {v[1]:,} HP jobs)"
                                          for p, v in saturated.items())
             out["a10"] = "A10" in saturated
-    g, b = by_pol.get("gfs"), by_pol.get(res.best_baseline or "")
+    g, b = by_pol.get(REFERENCE), by_pol.get(res.best_baseline or "")
     if g and b:
         extra = g["allocated_gpu_hours_per_month"] - b["allocated_gpu_hours_per_month"]
         price = g.get("price_per_gpu_hour", 2.0)
@@ -463,13 +529,13 @@ def _quota(res: ReproResults, figures: Mapping[str, Path], report: Path) -> dict
     """How well the forecast band covered HP demand, and what quota it gave LP."""
     rows, names = [], []
     for key, trace in sorted(res.quota_traces.items()):
-        if not key.endswith("/gfs") or trace.empty:
+        if key.rsplit("/", 1)[1] not in (REFERENCE, OURS) or trace.empty:
             continue
         for _, r in figs.band_coverage(trace, Params().eta_max).iterrows():
             rows.append([key.rsplit("/", 1)[0], r["pool"], f"{r['samples']:,}",
                          pct(r["coverage"]), pct(r["quota_share"]), pct(r["quota_zero"]),
                          f"{r['eta_mean']:.2f}", pct(r["eta_at_max"])])
-        name = "quota_vs_demand_" + key.rsplit("/", 1)[0].replace("/", "_")
+        name = "quota_vs_demand_" + key.replace("/", "_")
         if name in figures:
             names.append(name)
     if not rows:
@@ -518,14 +584,14 @@ def _facts(res: ReproResults, rho_fact: dict[str, Any] | None) -> dict[str, Any]
     load = res.config.ablation_load
     grid = summ.get("grid", {})
     med = grid.get(load, {})
-    g = med.get("gfs", {})
+    g = med.get(REFERENCE, {})
     base = {b: med[b] for b in (*BASELINES, *SQA_BASELINES) if b in med}
     facts: dict[str, Any] = {"queueing": None, "families": None, "chronus": None,
                              "synthetic": None, "rho": rho_fact}
     if g and base:
         facts["queueing"] = _queueing(g, base, load, res.quota_traces.get(
-            f"{res.config.setup}/{load}/gfs"))
-    fam = {f: changes(grid, "lp_jqt_mean", baselines=names)
+            f"{res.config.setup}/{load}/{REFERENCE}"))
+    fam = {f: changes(grid, "lp_jqt_mean", REFERENCE, names)
            for f, names in (("none", BASELINES), ("sqa", SQA_BASELINES))}
     if any(not t.empty for t in fam.values()):
         facts["families"] = {f: pct(float(t.loc["mean", "mean"]) if not t.empty else math.nan,
@@ -535,7 +601,7 @@ def _facts(res: ReproResults, rho_fact: dict[str, Any] | None) -> dict[str, Any]
         facts["chronus"] = {"load": load, "evict": pct(c["lp_eviction_rate"], digits=2),
                             "gfs_evict": pct(g["lp_eviction_rate"], digits=2),
                             "hp": secs(c["hp_jqt_mean"]), "gfs_hp": secs(g["hp_jqt_mean"])}
-    per_pool = res.per_pool().get("grid", {}).get(load, {}).get("gfs", [])
+    per_pool = res.per_pool().get("grid", {}).get(load, {}).get(REFERENCE, [])
     if g and per_pool:
         gpus = sum(r["gpus"] for r in per_pool)
         facts["synthetic"] = {
@@ -573,7 +639,8 @@ def render(res: ReproResults, report: Path, figures: Mapping[str, Path], assets:
     env = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
                       undefined=StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
                       autoescape=False)
-    comps = paper_comparisons(res.summaries(), res.config.ablation_load, res.best_baseline)
+    comps = paper_comparisons({**res.summaries(), "grid": res.grid_means()},
+                              res.config.ablation_load, res.best_baseline)
     rho, rho_fact = _rho(res)
     c = res.config
     context = {
@@ -582,6 +649,7 @@ def render(res: ReproResults, report: Path, figures: Mapping[str, Path], assets:
         "rho": rho, "full": _full(res), "gaps": _gaps(res, figures, report),
         "quota": _quota(res, figures, report) or {"eta_max": f"{Params().eta_max:g}"},
         "facts": _facts(res, rho_fact), "departures": departures(),
+        "beyond": _beyond(res), "reference": REFERENCE, "ours": OURS,
         "forecaster": c.forecaster,
         "full_forecaster": c.full_forecaster if c.full_forecaster and c.full_setup else None,
         "figures": _pictures(_figure_keys(figures), figures, report),
