@@ -171,8 +171,10 @@ def test_reproduce_plan_runs_the_grid_once_per_further_seed(tmp_path: Path) -> N
     one = next(c for c in extra if c.policy == "lyra+sqa" and c.seed == 2 and c.load == "high")
     assert one.label == "lyra+sqa-seed2" and one.key == "paper-a100/high/lyra+sqa-seed2"
     assert spec_for(cfg, one).seed == 2 and spec_for(cfg, one).lp_load == 2.0
-    assert all(spec_for(cfg, c).seed == 0 for c in cells if c.group != "seeds")
-    assert not [c for c in grid_cells(ReproConfig()) if c.group == "seeds"]
+    # the departures group runs at every seed (its effects are paired by seed); the rest at seed 0
+    assert all(spec_for(cfg, c).seed == 0 for c in cells if c.group not in ("seeds", "departures"))
+    assert {spec_for(cfg, c).seed for c in cells if c.group == "departures"} == {0, 1, 2}
+    assert not [c for c in grid_cells(ReproConfig(seeds=())) if c.group == "seeds"]
     with pytest.raises(GfsError, match="starting with seed 0"):
         ReproConfig(seeds=(1, 2)).validate()
 

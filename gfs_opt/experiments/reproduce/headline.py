@@ -22,6 +22,7 @@ from gfs_opt.experiments.reproduce.plan import (
     STATIC_ETA,
     WEEK_PEAK,
 )
+from gfs_opt.experiments.seed_stats import t_interval
 
 Summaries = Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]]
 
@@ -219,8 +220,6 @@ def departure_effects(by_seed: Mapping[int, Mapping[str, Mapping[str, Mapping[st
     """Each departure's effect, paired by seed: for every ``gfs-no-<key>`` run, ``ours`` minus
     it on the same trace (what adding the departure does; negative = lower with it), as the mean
     and 95 % half-width over seeds, per load; ``by_seed`` is seed → load → policy → summary."""
-    from gfs_opt.experiments.seed_stats import t_interval
-
     rows: list[dict[str, Any]] = []
     loads = list(dict.fromkeys(ld for by_load in by_seed.values() for ld in by_load))
     policies = list(dict.fromkeys(p for by_load in by_seed.values() for by_pol in by_load.values()
