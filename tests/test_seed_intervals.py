@@ -210,3 +210,19 @@ def test_reproduce_report_shows_the_grid_over_seeds(tmp_path: Path) -> None:
     assert any("LP evict -50.0% ± 0.0% (outside the noise)" in ln for ln in sec["families"])
     res.runs.pop("seeds")
     assert _seed_grid(res) is None
+
+
+def test_reproduce_grid_means_average_over_seeds_and_keep_first_seed_only_runs(
+        tmp_path: Path) -> None:
+    from gfs_opt.experiments.reproduce.plan import ReproConfig, ReproResults
+
+    cfg = ReproConfig(setup="small", loads=(("medium", 1.0),), policies=("gfs",), seeds=(0, 1))
+    res = ReproResults(cfg, tmp_path)
+    res.runs["grid"] = {"medium": {"gfs": _fake_run("gfs", 0, 0.01, 100.0),
+                                   "gfs-milp": _fake_run("gfs-milp", 0, 0.005, 80.0)}}
+    res.runs["seeds"] = {"medium": {"gfs-seed1": _fake_run("gfs", 1, 0.03, 300.0)}}
+    means = res.grid_means()["medium"]
+    assert means["gfs"]["lp_eviction_rate"] == pytest.approx(0.02)
+    assert means["gfs"]["lp_jqt_mean"] == pytest.approx(200.0)
+    # a policy run on the first seed only (GFS-MILP) is reported as that run
+    assert means["gfs-milp"]["lp_eviction_rate"] == 0.005

@@ -222,6 +222,9 @@ class ReproResults:
                 runs = [by_seed[sd][load][pol].summary for sd in by_seed
                         if pol in by_seed[sd].get(load, {})]
                 mean = dict(s)
+                if not runs:              # run on the first seed only (GFS-MILP): as it is
+                    out.setdefault(load, {})[pol] = mean
+                    continue
                 for k, v in s.items():
                     vals = [r.get(k) for r in runs]
                     nums = [float(x) for x in vals
