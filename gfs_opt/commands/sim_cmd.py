@@ -37,9 +37,14 @@ def _common(p: argparse.ArgumentParser) -> None:
                    metavar="K",
                    help="stretch submit times and durations by K, in (0, 1000] "
                         "(time-compressed traces)")
-    p.add_argument("--keep-quota-after-window", action="store_true",
-                   help="keep the spot quota on after the scored window (default: lifted, so "
-                        "the LP backlog drains as in the authors' simulator)")
+    drain = p.add_mutually_exclusive_group()
+    drain.add_argument("--lift-quota-after-window", action="store_true",
+                       help="the authors' lifted drain: lift the spot quota when the scored "
+                            "window ends so the LP backlog floods in (default: the quota is kept "
+                            "until the replay ends); the windows that start in the drain are "
+                            "reported apart (lp_eviction_rate_drain)")
+    drain.add_argument("--keep-quota-after-window", action="store_true",
+                       help="keep the spot quota on until the replay ends (the default)")
     p.add_argument("--check-invariants", action="store_true",
                    help="assert capacity, HP-never-evicted, whole gangs after every round")
     p.add_argument("--replay-from", default=None, help="start the replay here (date or seconds)")
@@ -107,8 +112,8 @@ def _spec_kwargs(args: argparse.Namespace) -> dict:
         params["rho"] = args.rho
     if args.guarantee_classes:
         params["guarantee_classes"] = args.guarantee_classes
-    if args.keep_quota_after_window:
-        params["quota_after_window"] = True
+    if args.lift_quota_after_window:
+        params["quota_after_window"] = False
     kw: dict = {"pools": tuple(args.pools.split(",")) if args.pools else None,
                 "capacity_scale": args.capacity_scale, "time_scale": args.time_scale,
                 "lp_load": args.lp_load, "seed": args.seed, "params": params,
