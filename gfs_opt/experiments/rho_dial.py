@@ -151,9 +151,10 @@ def checks(table: pd.DataFrame, promise_for: Sequence[str] = ("gfs",)) -> list[C
                 if bad:
                     ha, hb = lo[f"{key}_ci95"], hi[f"{key}_ci95"]
                     noise = not (pd.isna(ha) or pd.isna(hb)) and abs(a - b) <= ha + hb
-                    scale, unit = (1.0, " s") if key == "lp_jqt_mean" else (100.0, " %")
-                    misses.append(f"ρ={lo['rho']:g} → {hi['rho']:g}: {scale * a:,.2f} vs "
-                                  f"{scale * b:,.2f}{unit}"
+                    scale, unit, digits = ((1.0, " s", 0) if key == "lp_jqt_mean"
+                                           else (100.0, " %", 2))
+                    misses.append(f"ρ={lo['rho']:g} → {hi['rho']:g}: {scale * a:,.{digits}f} vs "
+                                  f"{scale * b:,.{digits}f}{unit}"
                                   + (" (inside the noise)" if noise else ""))
             out.append(Check(pol, what, not misses, tuple(misses)))
     return out
