@@ -66,13 +66,14 @@ def report(df: pd.DataFrame, name: str) -> list[str]:
             if ref not in sub.index.get_level_values(0):
                 continue
             g = sub.loc[ref]
-            worse = [b for b in SQA if b in sub.index.get_level_values(0)
-                     and g[key].mean() > sub.loc[b][key].mean()]
-            fam = pd.concat([sub.loc[b]["lp_jqt_mean"] for b in SQA
-                             if b in sub.index.get_level_values(0)], axis=1).mean(axis=1)
+            base = [b for b in SQA if b in sub.index.get_level_values(0)]
+            if not base:
+                continue
+            worse = [b for b in base if g[key].mean() > sub.loc[b][key].mean()]
+            # the family's mean per seed, over the seeds every baseline finished
+            fam = pd.concat([sub.loc[b]["lp_jqt_mean"] for b in base], axis=1).mean(axis=1)
             rel = (g["lp_jqt_mean"] - fam) / fam
-            fam_ev = pd.concat([sub.loc[b][key] for b in SQA
-                                if b in sub.index.get_level_values(0)], axis=1).mean(axis=1)
+            fam_ev = pd.concat([sub.loc[b][key] for b in base], axis=1).mean(axis=1)
             rel_ev = (g[key] - fam_ev) / fam_ev
             lines.append(f"- {ref}, {sc}: LP evict ≤ every +sqa baseline: "
                          f"{'yes' if not worse else 'no (above ' + ', '.join(worse) + ')'}; "
