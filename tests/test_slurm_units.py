@@ -743,10 +743,11 @@ def test_real_runs_are_found_in_either_layout(tmp_path: Path) -> None:
 
 
 def test_controller_lifts_the_spot_limit_after_the_scored_window(tmp_path: Path) -> None:
-    """As the simulator (`Params.quota_after_window` off): the drain admits LP freely."""
+    """As the simulator with the authors' drain (`Params.quota_after_window` off): the drain
+    admits LP freely. By default the limit is kept (see the next test)."""
     now = time.time()
     recs = [squeue_record(3, "hp", start=now, node="n3")]
-    ctl, fake = _controller(tmp_path, recs, eval_end=1000.0 + 600.0)
+    ctl, fake = _controller(tmp_path, recs, eval_end=1000.0 + 600.0, quota_after_window=False)
     ctl.poll()                                       # inside the window: a number
     assert [c for c in fake.calls if c[0] == "limit"] == [("limit", "spot-1h", 32)]
     ctl.clock = TraceClock(now, 1000.0 + 900.0, 60.0)   # past the window's end
@@ -762,6 +763,18 @@ def test_controller_lifts_the_spot_limit_after_the_scored_window(tmp_path: Path)
     actions = [json.loads(line) for line in (tmp_path / "actions.jsonl").read_text().splitlines()]
     qlog = quota_log(actions, ctl.clock, "P")             # what the replay writes and checks
     assert list(qlog["limit"]) == [32.0, float("inf")]
+
+
+def test_controller_keeps_the_spot_limit_after_the_scored_window_by_default(
+        tmp_path: Path) -> None:
+    now = time.time()
+    recs = [squeue_record(3, "hp", start=now, node="n3")]
+    ctl, fake = _controller(tmp_path, recs, eval_end=1000.0 + 600.0)
+    ctl.poll()
+    ctl.clock = TraceClock(now, 1000.0 + 900.0, 60.0)   # past the window's end
+    ctl.next_refresh = 0.0
+    ctl.poll()
+    assert ("limit", "spot-1h", None) not in fake.calls
 
 
 def test_a_stale_socket_file_is_not_a_ready_server(tmp_path: Path) -> None:

@@ -55,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "three seeds from --seed on; --quick: --seed alone; the first replaces "
                         "--seed, which everything else runs on) and give each metric a mean ± "
                         "95 %% interval over seeds; each seed adds a grid's worth of runs")
+    p.add_argument("--lift-quota-after-window", action="store_true",
+                   help="the authors' lifted drain in every run: the spot quota is lifted when "
+                        "the scored window ends (default: kept until the replay ends)")
     p.add_argument("--fresh", action="store_true", help="re-run even where results exist")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(handler=_reproduce)
@@ -101,6 +104,8 @@ def _config(args: argparse.Namespace) -> ReproConfig:
         kw["instances"] = _package_instances()
     if args.milp_time_limit is not None:
         kw["milp_time_limit"] = args.milp_time_limit
+    if args.lift_quota_after_window:
+        kw["lift_quota_after_window"] = True
     return replace(cfg, **kw)
 
 

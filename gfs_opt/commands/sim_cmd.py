@@ -37,9 +37,14 @@ def _common(p: argparse.ArgumentParser) -> None:
                    metavar="K",
                    help="stretch submit times and durations by K, in (0, 1000] "
                         "(time-compressed traces)")
-    p.add_argument("--keep-quota-after-window", action="store_true",
-                   help="keep the spot quota on after the scored window (default: lifted, so "
-                        "the LP backlog drains as in the authors' simulator)")
+    drain = p.add_mutually_exclusive_group()
+    drain.add_argument("--lift-quota-after-window", action="store_true",
+                       help="the authors' lifted drain: lift the spot quota when the scored "
+                            "window ends so the LP backlog floods in (default: the quota is kept "
+                            "until the replay ends); the windows that start in the drain are "
+                            "reported apart (lp_eviction_rate_drain)")
+    drain.add_argument("--keep-quota-after-window", action="store_true",
+                       help="keep the spot quota on until the replay ends (the default)")
     p.add_argument("--check-invariants", action="store_true",
                    help="assert capacity, HP-never-evicted, whole gangs after every round")
     p.add_argument("--replay-from", default=None, help="start the replay here (date or seconds)")
@@ -107,8 +112,8 @@ def _spec_kwargs(args: argparse.Namespace) -> dict:
         params["rho"] = args.rho
     if args.guarantee_classes:
         params["guarantee_classes"] = args.guarantee_classes
-    if args.keep_quota_after_window:
-        params["quota_after_window"] = True
+    if args.lift_quota_after_window:
+        params["quota_after_window"] = False
     kw: dict = {"pools": tuple(args.pools.split(",")) if args.pools else None,
                 "capacity_scale": args.capacity_scale, "time_scale": args.time_scale,
                 "lp_load": args.lp_load, "seed": args.seed, "params": params,
@@ -196,6 +201,17 @@ def milp_line(s: dict) -> str | None:
             f"greedy answer ({to:,} on time-out)")
 
 
+def drain_line(s: dict) -> str | None:
+    """The windows that started in the drain (the quota lifted after the scored window), apart
+    from the headline's; None when there was no drain."""
+    n = int(s.get("lp_windows_failed_drain", 0)) + int(s.get("lp_windows_ok_drain", 0))
+    if not n:
+        return None
+    return (f"  LP evict in the drain {100 * s['lp_eviction_rate_drain']:6.2f} %  "
+            f"({s['lp_windows_failed_drain']} of {n} windows started after the scored window, "
+            f"the quota lifted; all windows {100 * s['lp_eviction_rate_all']:.2f} %)")
+
+
 def _cost_line(s: dict) -> str:
     line = f"  wall {s['wall_s']:.1f} s, {s['events']:,} events ({s['events_per_s']:,.0f}/s)"
     if "cpu_s" not in s:   # a Slurm replay: its time is the cluster's, not this process's
@@ -210,9 +226,9 @@ def format_summary(s: dict) -> str:
         f"policy {s['policy']}  ·  window [{lo:.0f}, {hi:.0f}) s  ·  {s['gpus']:.0f} GPUs  ·  "
         f"{s['jobs_hp']:,} HP / {s['jobs_lp']:,} LP jobs scored",
         f"  LP eviction rate      {100 * s['lp_eviction_rate']:6.2f} %  "
-        f"({s['lp_windows_failed']} of {s['lp_windows_failed'] + s['lp_windows_ok']} windows; "
-        f"{s['lp_evictions_per_job']:.2f} evictions/job, {100 * s['lp_share_evicted']:.1f} % of "
-        f"LP jobs evicted)",
+        f"({s['lp_windows_failed']} of {s['lp_windows_failed'] + s['lp_windows_ok']} windows "
+        f"under the quota; {s['lp_evictions_per_job']:.2f} evictions/job, "
+        f"{100 * s['lp_share_evicted']:.1f} % of LP jobs evicted)",
         f"  LP JQT mean/p50/p99   {s['lp_jqt_mean']:.1f} / {s['lp_jqt_p50']:.1f} / "
         f"{s['lp_jqt_p99']:.1f} s   (all LP jobs; a job that never started counts its wait "
         f"until the replay ended)",
@@ -231,6 +247,9 @@ def format_summary(s: dict) -> str:
                         f"count + {s['lp_evictions_fragmentation']} fragmentation "
                         f"({100 * s['lp_fragmentation_share']:.0f} %) + {s['lp_evictions_other']} "
                         f"other   (fragmentation: the pool had room, no node set hosts the gang)")
+    drain = drain_line(s)
+    if drain:
+        lines.insert(2, drain)
     if milp_line(s):
         lines.insert(-1, f"  exact steps           {milp_line(s)}")
     if s.get("never_placeable_hp") or s.get("never_placeable_lp"):

@@ -23,6 +23,7 @@ from gfs_opt.quota.spot_quota import quota_warnings
 from gfs_opt.sim.engine import RoundHook, SimConfig, Simulator
 from gfs_opt.sim.metrics import per_class, per_pool, summarize
 from gfs_opt.sim.slurm_model import SlurmModel
+from gfs_opt.traces.alibaba import DEFAULT_GUARANTEE_H
 from gfs_opt.traces.base import Trace, parse_time
 from gfs_opt.traces.load import load_trace
 from gfs_opt.traces.placeable import never_placeable_counts
@@ -148,13 +149,19 @@ def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
 
 
 def assign_guarantee_classes(trace: Trace, classes: tuple[float, ...], seed: int) -> Trace:
-    """Give LP jobs whose class is not configured one of the configured classes.
+    """Give LP jobs a class of ``classes``: those whose class is not configured, and — when more
+    than the default class is configured — those with the loaders' default.
 
-    Public traces carry no guarantee class, so loaders default to 1 h; with other classes
-    configured, each such LP job draws one uniformly (seeded, so runs are reproducible).
+    Public traces carry no guarantee class, so loaders give every LP job the default 1 h; with
+    other classes configured, each such LP job draws one uniformly (seeded, so runs are
+    reproducible). The default counts as "no class" even when it is among ``classes``: with
+    classes (1, 2, 4) every LP job draws, rather than all keeping 1 h.
     """
     jobs = trace.jobs
-    lp = (jobs["cls"] == "LP") & ~jobs["guarantee_h"].isin(classes)
+    unknown = ~jobs["guarantee_h"].isin(classes)
+    if tuple(classes) != (DEFAULT_GUARANTEE_H,):
+        unknown |= jobs["guarantee_h"] == DEFAULT_GUARANTEE_H
+    lp = (jobs["cls"] == "LP") & unknown
     if not lp.any():
         return trace
     rng = np.random.default_rng(seed + 7919)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.experiments.compare import (
+    DRAIN_NOTE,
     FAMILY_LABEL,
     RELATIVE,
     TABLE_COLUMNS,
@@ -30,6 +31,7 @@ from gfs_opt.policies import family
 #: how each metric is shown in the seed table: (header, scale, decimals)
 SHOWN = {
     "lp_eviction_rate": ("LP evict %", 100.0, 2),
+    "lp_eviction_rate_drain": ("LP evict % drain", 100.0, 2),
     "lp_jqt_mean": ("LP JQT s (all)", 1.0, 0),
     "lp_jqt_started_mean": ("LP JQT s (started)", 1.0, 0),
     "lp_never_started": ("LP never started", 1.0, 1),
@@ -139,7 +141,9 @@ def format_seed_table(df: pd.DataFrame, reference: str = "gfs") -> str:
     """The comparison table over seeds: each cell mean ± half-width of its 95 % t interval."""
     summ = seed_summary(df)
     seeds = sorted(int(s) for s in df["seed"].unique())
-    shown = [k for k in SHOWN if f"{k}_mean" in summ.columns]
+    drain = _has_drain(df)
+    shown = [k for k in SHOWN if f"{k}_mean" in summ.columns
+             and (drain or k != "lp_eviction_rate_drain")]
     cells = [[_pm(r[f"{k}_mean"], r[f"{k}_ci95"], SHOWN[k][1], SHOWN[k][2]) for k in shown]
              for _, r in summ.iterrows()]
     widths = [max(len(SHOWN[k][0]), *(len(c[i]) for c in cells)) + 2
@@ -157,9 +161,16 @@ def format_seed_table(df: pd.DataFrame, reference: str = "gfs") -> str:
     lines += ["", "Lower is better for every column but alloc (higher is better); a negative "
               f"change means {reference} is lower. A change is inside the noise when the 95 % "
               "interval of its per-seed values contains 0.",
+              *([DRAIN_NOTE] if drain else []),
               "LP JQT (all) counts a job that never started with its wait until the replay ended "
               "(a lower bound); (started) averages the jobs that started."]
     return "\n".join(lines)
+
+
+def _has_drain(df: pd.DataFrame) -> bool:
+    """Whether any row counted windows in the drain (the quota lifted after the window)."""
+    cols = [c for c in ("lp_windows_failed_drain", "lp_windows_ok_drain") if c in df.columns]
+    return bool(cols) and bool(df[cols].fillna(0).to_numpy().sum())
 
 
 def identical_seeds(df: pd.DataFrame) -> list[str]:

@@ -54,8 +54,10 @@ class ParamsIn(_Strict):
     restart_small_s: Seconds = Field(_P.restart_small_s, description="restart overhead when g·w ≤ 8 GPUs")
     restart_large_s: Seconds = Field(_P.restart_large_s, description="restart overhead when g·w > 8 GPUs")
     hard_guarantee: bool = Field(_P.hard_guarantee, description="never evict an LP job inside its window")
-    quota_after_window: bool = Field(_P.quota_after_window,
-                                     description="keep the spot quota after the evaluation window")
+    quota_after_window: bool = Field(
+        _P.quota_after_window,
+        description="keep the spot quota on after the evaluation window (false: the authors' "
+                    "lifted drain)")
 
 
 class PoolIn(_Strict):

@@ -6,8 +6,10 @@ at most once per ``eta_every_s`` on the eviction rate of the last H hours. The `
 hold the same part with ``adaptive=False`` (η stays 1: the plain ρ-quantile), which is how the
 authors gave YARN-CS, Lyra and FGD the GFS quota.
 
-After the scored window the quota is lifted (``Params.quota_after_window`` keeps it) so the LP
-backlog drains, as in the authors' simulator; the forecaster then stops refitting.
+The quota stays on until the replay ends (``Params.quota_after_window``, the default), so every
+window of a scored LP job is one the quota governs. With it off — the authors' lifted drain — the
+quota is lifted when the scored window ends so the LP backlog floods in, and the forecaster stops
+refitting; the windows that start then are scored apart (`gfs_opt.sim.metrics`).
 """
 
 from __future__ import annotations

@@ -289,7 +289,19 @@ class Simulator:
                 None if ok else self._hp_context.get(pool)))
         self.pool_status[pool] = self.pool_status[pool].counted(ok)
         if r.in_eval:
-            self.recorder.window(t, pool, ok)
+            drain = self._in_drain(r)
+            if drain:
+                if ok:
+                    r.windows_ok_drain += 1
+                else:
+                    r.windows_failed_drain += 1
+            self.recorder.window(t, pool, ok, drain)
+
+    def _in_drain(self, r: JobRun) -> bool:
+        """Whether ``r``'s current window started in the drain: after the scored window, with
+        the quota lifted there (`Params.quota_after_window` off). Read off the run's parameters
+        alone, so every policy's windows are split at the same instant."""
+        return not self.params.quota_after_window and r.window_start >= self.cfg.eval_end
 
     def _complete(self, r: JobRun, t: float) -> None:
         if not r.job.is_hp:
@@ -501,8 +513,9 @@ class Simulator:
             if r is None or r.status != "running":
                 raise InvalidDecision(f"victim {jid} is not running")
             nodes = tuple(sorted({n for n, _g in self.running[jid].placement}))
+            drain = self._in_drain(r)       # the window it breaks (read before the eviction)
             self._evict(r, t, voluntary=False, planned=planned)
-            self.recorder.eviction(t, r.job, nodes, cause, r.in_eval)
+            self.recorder.eviction(t, r.job, nodes, cause, r.in_eval, drain)
         for jid in d.requeue:
             r = self.runs.get(jid)
             if r is None or r.status != "running":

@@ -30,6 +30,8 @@ class JobRun:
     requeues: int = 0
     windows_ok: int = 0
     windows_failed: int = 0
+    windows_ok_drain: int = 0       # of windows_ok / windows_failed: those that started in the
+    windows_failed_drain: int = 0   # drain (after the scored window, the quota lifted)
     lost_gpu_s: float = 0.0
     held_gpu_s: float = 0.0
     in_eval: bool = False

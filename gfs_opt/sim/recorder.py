@@ -15,14 +15,18 @@ from gfs_opt.sim.causes import CAUSE_FIELDS, EvictionCause
 from gfs_opt.sim.jobrun import JobRun
 
 #: the eviction table's columns: when and whom, then its cause (`EvictionCause`'s fields, so a
-#: field added there lands here), then whether the job is scored (submitted in the window)
+#: field added there lands here), then whether the job is scored (submitted in the window) and
+#: whether the window it broke started in the drain (after the scored window, the quota lifted)
 EVICTION_COLUMNS: tuple[str, ...] = (
-    "t", "job_id", "pool", "nodes", "gpus", *(f for f in CAUSE_FIELDS if f != "pool"), "in_eval")
-#: the jobs table's columns
+    "t", "job_id", "pool", "nodes", "gpus", *(f for f in CAUSE_FIELDS if f != "pool"), "in_eval",
+    "drain")
+#: the jobs table's columns (``windows_ok`` / ``windows_failed`` count every window of the job;
+#: ``windows_ok_drain`` / ``windows_failed_drain`` those of them that started in the drain)
 JOB_COLUMNS: tuple[str, ...] = (
     "job_id", "cls", "pool", "org", "gpus_per_worker", "workers", "submit", "duration",
     "guarantee_h", "first_start", "end", "jqt", "jct", "evictions", "requeues", "windows_ok",
-    "windows_failed", "lost_gpu_s", "held_gpu_s", "status", "evictions_fragmentation")
+    "windows_failed", "lost_gpu_s", "held_gpu_s", "status", "evictions_fragmentation",
+    "windows_ok_drain", "windows_failed_drain")
 #: the quota feedback table's columns, one row per quota refresh and pool: η; the windows ended
 #: over the last H hours, failed, and failed while HP was above the plan; the evidence η moves on
 #: (`EtaEvidence.eta_windows`, `eta_failed_quota`); the quota it gave (its largest and smallest
@@ -44,7 +48,11 @@ class Recorder:
         self.sample_used: list[np.ndarray] = []
         self.sample_hp: list[np.ndarray] = []
         self.sample_lp: list[np.ndarray] = []
+        #: LP window outcomes of scored jobs by (pool, succeeded): ``windows`` those that started
+        #: under the quota, ``drain_windows`` those that started in the drain (after the scored
+        #: window with the quota lifted, `Params.quota_after_window` off)
         self.windows: Counter[tuple[str, bool]] = Counter()
+        self.drain_windows: Counter[tuple[str, bool]] = Counter()
         self.quota_log: list[tuple[float, str, float, float]] = []
         self.feedback_log: list[tuple[float, str, float, int, int, int, int, int, float, float,
                                       int, float, float, float, float, float]] = []
@@ -52,6 +60,8 @@ class Recorder:
         self.report_time: dict[tuple[str, str], float] = {}
         #: (t, job, nodes, cause, in_eval) of every eviction, in order
         self.evictions: list[tuple[float, Job, tuple[int, ...], EvictionCause, bool]] = []
+        #: beside each eviction: whether the window it broke started in the drain
+        self.eviction_drain: list[bool] = []
         self.jobs: pd.DataFrame | None = None
         self.end_time = math.nan
         self._timeseries: tuple[int, pd.DataFrame] | None = None   # (samples it holds, table)
@@ -70,8 +80,9 @@ class Recorder:
         self.sample_hp.append(self.state.pool_hp.copy())
         self.sample_lp.append(self.state.pool_lp.copy())
 
-    def window(self, t: float, pool: str, ok: bool) -> None:
-        self.windows[(pool, ok)] += 1
+    def window(self, t: float, pool: str, ok: bool, drain: bool = False) -> None:
+        """A scored job's LP window ended; ``drain``: it started in the drain."""
+        (self.drain_windows if drain else self.windows)[(pool, ok)] += 1
 
     def quota(self, t: float, quotas: dict[tuple[str, float], int]) -> None:
         if self.logs_quota(t):
@@ -98,8 +109,9 @@ class Recorder:
         self.report_time[key] = self.report_time.get(key, 0) + rep.time_s
 
     def eviction(self, t: float, job: Job, nodes: tuple[int, ...], cause: EvictionCause,
-                 in_eval: bool) -> None:
+                 in_eval: bool, drain: bool = False) -> None:
         self.evictions.append((t, job, nodes, cause, in_eval))
+        self.eviction_drain.append(drain)
 
     def finish(self, t: float, runs: Iterable[JobRun]) -> None:
         self.end_time = t
@@ -116,7 +128,8 @@ class Recorder:
                          j.duration, j.guarantee_h, r.first_start, r.end, qt,
                          r.end - j.submit if r.status == "done" else math.nan,
                          r.evictions, r.requeues, r.windows_ok, r.windows_failed, r.lost_gpu_s,
-                         r.held_gpu_s, r.status, frag[j.id]))
+                         r.held_gpu_s, r.status, frag[j.id], r.windows_ok_drain,
+                         r.windows_failed_drain))
         self.jobs = pd.DataFrame(rows, columns=list(JOB_COLUMNS))
 
     # ---- tables ------------------------------------------------------------------------------
@@ -147,14 +160,16 @@ class Recorder:
 
     def eviction_table(self) -> pd.DataFrame:
         """One row per eviction (`EVICTION_COLUMNS`): time, job, its pool, nodes (indices,
-        space-separated) and GPUs, the cause (`gfs_opt.sim.causes`), whether the job is scored."""
+        space-separated) and GPUs, the cause (`gfs_opt.sim.causes`), whether the job is scored and
+        whether the window it broke started in the drain."""
         rows = []
-        for t, job, nodes, cause, in_eval in self.evictions:
+        for (t, job, nodes, cause, in_eval), drain in zip(self.evictions, self.eviction_drain,
+                                                          strict=True):
             c = {f: getattr(cause, f) for f in CAUSE_FIELDS}
             rows.append({"t": t, "job_id": job.id, "nodes": " ".join(map(str, nodes)),
-                         "gpus": job.demand / MILLI, **c, "in_eval": in_eval})
+                         "gpus": job.demand / MILLI, **c, "in_eval": in_eval, "drain": drain})
         df = pd.DataFrame(rows, columns=list(EVICTION_COLUMNS))
-        return df.astype({"hp_job": "Int64", "whole_node": bool, "in_eval": bool})
+        return df.astype({"hp_job": "Int64", "whole_node": bool, "in_eval": bool, "drain": bool})
 
     def quota_table(self) -> pd.DataFrame:
         return pd.DataFrame(self.quota_log, columns=["t", "pool", "class_h", "quota_gpus"])

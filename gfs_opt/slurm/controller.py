@@ -62,6 +62,9 @@ class ControllerConfig:
     exact: bool = False
     time_limit: float = 2.0
     protect_windows: bool = True
+    # as `Params.quota_after_window`: keep the spot limits after eval_end (False: lift them, the
+    # authors' drain, as a simulation with --lift-quota-after-window does)
+    quota_after_window: bool = True
     dry_run: bool = False
     ckpt_signal: str = "USR1"
     # Slurm delivers a signal asynchronously (0.1 s idle, over a second on a loaded host): with
@@ -150,7 +153,8 @@ class Controller:
         end = self.cfg.eval_end if self.cfg.eval_end is not None else t_start + 30 * DAY
         return Params(rho=self.cfg.rho, horizon_h=self.cfg.horizon_h,
                       guarantee_classes=self.spec.classes, quota_refresh_s=self.cfg.refresh_s,
-                      eval_start=t_start, eval_end=end, hard_guarantee=self.cfg.protect_windows)
+                      eval_start=t_start, eval_end=end, hard_guarantee=self.cfg.protect_windows,
+                      quota_after_window=self.cfg.quota_after_window)
 
     def warm_up(self, t_start: float) -> None:
         """History, first refit and first quota at trace time ``t_start`` (before jobs run)."""
@@ -310,8 +314,9 @@ class Controller:
                             evidence=dataclasses.asdict(ev))
 
     def _lift_limits(self) -> None:
-        """After the scored window the simulator admits LP freely so the backlog drains; the
-        live cluster must do the same, or a replay's drain compares different rules."""
+        """With the quota lifted after the scored window (`Params.quota_after_window` off) the
+        simulator admits LP freely so the backlog drains; the live cluster must do the same, or
+        a replay's drain compares different rules."""
         for d in self.spec.classes:
             name = self.qos_of[d]
             if name in self.limits and self.limits[name] is None:

@@ -97,6 +97,9 @@ class ReproConfig:
     # seeds of the grid and the departures (the first is ``seed``); empty: ``seed`` alone
     seeds: tuple[int, ...] = (0, 1, 2)
     drain_days: float = 3.0
+    # the authors' lifted drain in every run (`Params.quota_after_window` off); default: the
+    # quota is kept through the drain, so every window scored is one the quota governs
+    lift_quota_after_window: bool = False
     quick: bool = False
 
     @classmethod
@@ -322,8 +325,13 @@ def spec_for(cfg: ReproConfig, cell: Cell) -> RunSpec:
                           "drain_days": cfg.drain_days}
     if cfg.window is not None and cell.setup == cfg.setup:
         kw["window"] = tuple(cfg.window)
+    params: dict[str, Any] = {}
     if cell.rho is not None:
-        kw["params"] = {"rho": cell.rho}
+        params["rho"] = cell.rho
+    if cfg.lift_quota_after_window:
+        params["quota_after_window"] = False
+    if params:
+        kw["params"] = params
     spec = RunSpec.from_setup(cell.setup, **kw)
     spec.policy_options = options_for(cell.policy, {"forecaster": forecaster})
     return spec

@@ -53,7 +53,8 @@ RESULT_FILES = ("results.parquet", "results.csv", "summary.csv", "timings.csv")
 #: summary keys that are not per-run metrics (or not deterministic: those go to timings.csv)
 _NOT_METRICS = TIMING_KEYS | {"policy", "policy_options", "trace_notes", "window"}
 #: headline metrics of the printed summary: key → (heading, scale)
-HEADLINE = {"lp_eviction_rate": ("LP evict %", 100.0), "lp_jqt_mean": ("LP JQT s (all)", 1.0),
+HEADLINE = {"lp_eviction_rate": ("LP evict %", 100.0),
+            "lp_eviction_rate_drain": ("LP evict % drain", 100.0), "lp_jqt_mean": ("LP JQT s (all)", 1.0),
             "lp_jqt_started_mean": ("LP JQT s (started)", 1.0),
             "lp_never_started": ("LP never started", 1.0),
             "lp_jct_mean": ("LP JCT s", 1.0), "hp_jqt_mean": ("HP JQT s", 1.0),
@@ -272,6 +273,9 @@ def format_summary(summary: pd.DataFrame, cells: Sequence[Cell]) -> str:
     if "lp_load" in varying and "load" in varying:
         varying.remove("lp_load")
     heads = {m: h for m, h in HEADLINE.items() if f"{m}_mean" in summary}
+    drain = [f"lp_windows_{k}_drain_mean" for k in ("failed", "ok")]
+    if not all(c in summary for c in drain) or not summary[drain].fillna(0).to_numpy().any():
+        heads.pop("lp_eviction_rate_drain", None)     # no drain: the quota was kept
     extra = "milp_fallbacks_mean" in summary and (summary["milp_solves_mean"].fillna(0) > 0).any()
     rows = [[*varying, "seeds", *(h for h, _ in heads.values()),
              *(["MILP fallback/solves"] if extra else [])]]

@@ -49,6 +49,7 @@ from gfs_opt.experiments.setups import LOADS, SETUPS
 from gfs_opt.forecast.registry import MODELS
 from gfs_opt.instance.schema import format_loc
 from gfs_opt.model import Params
+from gfs_opt.paths import data_dir
 from gfs_opt.policies import (
     POLICIES,
     make_policy,
@@ -441,8 +442,16 @@ def _source(spec: SweepSpec, base_dir: Path) -> list[tuple[str, str, RunSpec]]:
     return out
 
 
+#: a trace path that starts with this is read from the data folder (`gfs_opt.paths.data_dir`),
+#: so a spec names an optional trace the same way on every machine
+DATA_DIR_PREFIX = "$GFS_DATA_DIR/"
+
+
 def resolve_trace(text: str, base_dir: Path, key: str) -> str:
-    """A path (relative to the spec file's folder) or a built-in trace name."""
+    """A path (relative to the spec file's folder, or under ``$GFS_DATA_DIR/``) or a built-in
+    trace name."""
+    if text.startswith(DATA_DIR_PREFIX):
+        text = str(data_dir() / text.removeprefix(DATA_DIR_PREFIX))
     candidate = Path(text).expanduser()
     if not candidate.is_absolute():
         candidate = base_dir / candidate
