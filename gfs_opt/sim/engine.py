@@ -52,8 +52,9 @@ from gfs_opt.traces.base import Trace
 DAY = 86_400.0
 HOUR = 3_600.0
 
-# event kinds, in the order they are handled at one instant (the last two: Slurm model only)
-_WINDOW, _COMPLETE, _ELIGIBLE, _LIMIT = 0, 1, 2, 3
+# event kinds, in the order they are handled at one instant (_ELIGIBLE, _LIMIT: Slurm model only;
+# _WAKE: a time the policy asked to be called at, `Decision.wakes`)
+_WINDOW, _COMPLETE, _ELIGIBLE, _LIMIT, _WAKE = 0, 1, 2, 3, 4
 
 
 def _same_placement(held: Placement, pl: Placement) -> bool:
@@ -193,6 +194,7 @@ class Simulator:
             "forecasts": v["forecasts"], "pools": v["pools"], "quotas": v["quotas"],
             "reserves": v["reserves"],
             "params": self.params, "released": v["released"], "hp_released": v["hp_released"]}
+        self._wakes: set[tuple[float, int]] = set()   # (time, pool index) of wakes pushed
         self._restarts_t = -math.inf            # the instant of `_restarts`
         self._restarts: list[int] = []          # LP jobs whose window ended then
         self.events = 0
@@ -492,6 +494,11 @@ class Simulator:
             self.reserves.update(d.reserves)
         if d.quotas and self.recorder.logs_quota(t):
             self._record_feedback(t)
+        for tw, pool in d.wakes:
+            key = (tw, self.state.pool_index[pool])
+            if tw > t and key not in self._wakes:
+                self._wakes.add(key)
+                self._push(tw, _WAKE, key[1], 0)
         for reports in d.reports:
             self.recorder.report(t, reports)
         # causes are read off the decision before any of it is applied (`eviction_causes`),
@@ -620,6 +627,10 @@ class Simulator:
             # completions and window ends at t
             while heap and heap[0][0] <= t:
                 _te, kind, _s, jid, run_id = heapq.heappop(heap)
+                if kind == _WAKE:
+                    self._wakes.discard((_te, jid))
+                    self.dirty.add(self.state.pools[jid])
+                    continue
                 if kind >= _ELIGIBLE:
                     self._slurm_event(kind, jid, run_id)
                     continue
