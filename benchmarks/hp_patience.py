@@ -6,8 +6,8 @@
 Grids (each cell one replay, ETS unless the grid says otherwise):
 
 - ``trade``: `gfs` at several HP patience values (``hp_notice_h``, ``hp_wait_h``) on Chronus
-  MIX1 ×24 at LP load 2 and 4 and on paper-a100 at medium load: the HP delay each buys and the
-  LP evictions it saves.
+  MIX1 ×24 at LP load 2 and 4 (and four of them on paper-a100 at medium load): the LP
+  evictions each saves and the HP delay it costs.
 - ``chronus``: `gfs`, `gfs-paper` and both baseline families on Chronus MIX1 ×24, loads 2 and 4.
 - ``a100``: the same on paper-a100 at low, medium and high load (``a100-prophet``: Prophet).
 - ``seeds``: the same on paper-a100 at medium load, seeds 3 and 4 (another synthetic draw).
@@ -43,7 +43,11 @@ CHRONUS = "chronus-philly-slo/trace_job_Philly_MIX1.csv"
 BASELINES = ("yarn-cs", "lyra", "fgd", "yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
 #: HP patience values of the trade table: (notice h, whole-node wait h)
 TRADE = ((0.0, 0.0), (1 / 120, 1.0), (1 / 60, 1.0), (1 / 30, 1.0), (5 / 60, 1.0),
-         (1 / 60, 0.25), (1 / 60, 0.0))
+         (1 / 60, 0.0))
+#: gfs's own (`gfs_opt.policies.departures`)
+DEFAULT = (1 / 60, 1.0)
+#: the ones also run on paper-a100 (medium load)
+TRADE_A100 = ((0.0, 0.0), (1 / 60, 1.0), (5 / 60, 1.0), (1 / 60, 0.0))
 #: a gang this large (GPUs in all) makes the HP mean and p99
 LARGE_GPUS = 8
 
@@ -76,16 +80,19 @@ def _patience(notice_h: float, wait_h: float) -> str:
 def grid(name: str, seeds: Iterable[int]) -> list[Cell]:
     seeds = list(seeds)
     everyone = ("gfs", "gfs-paper", *BASELINES)
-    if name == "trade":
-        return ([Cell(_patience(n, w), load, s, trace="chronus") for n, w in TRADE
-                 for load in (2.0, 4.0) for s in seeds]
-                + [Cell(_patience(n, w), 1.0, s) for n, w in TRADE for s in seeds])
+    if name == "trade":   # the default patience is `gfs` itself (its cells are shared)
+        return ([Cell(_patience(n, w) if (n, w) != DEFAULT else "gfs", load, s, trace="chronus")
+                 for n, w in TRADE for load in (2.0, 4.0) for s in seeds]
+                + [Cell(_patience(n, w) if (n, w) != DEFAULT else "gfs", 1.0, s)
+                   for n, w in TRADE_A100 for s in seeds])
     if name == "chronus":
         return [Cell(p, load, s, trace="chronus") for p in everyone for load in (2.0, 4.0)
                 for s in seeds]
     if name in ("a100", "a100-prophet"):
         fc = "prophet" if name == "a100-prophet" else "ets"
-        return [Cell(p, f, s, fc) for p in everyone for f in LOADS.values() for s in seeds]
+        # medium load first: the cells every target reads
+        loads = sorted(LOADS.values(), key=lambda f: (f != 1.0, f))
+        return [Cell(p, f, s, fc) for f in loads for s in seeds for p in everyone]
     if name == "seeds":
         return [Cell(p, 1.0, s) for p in everyone for s in (3, 4)]
     if name == "placement":
