@@ -11,7 +11,7 @@ Grids (each cell one replay, ETS unless the grid says otherwise):
 - ``chronus``: `gfs`, `gfs-paper` and both baseline families on Chronus MIX1 ×24, loads 2 and 4.
 - ``a100``: the same on paper-a100 at low, medium and high load (``a100-prophet``: Prophet).
 - ``seeds``: the same on paper-a100 at medium load, seeds 3 and 4 (another synthetic draw).
-- ``placement``: the HP placement candidates (`gfs` options) on paper-a100, three loads.
+- ``placement``: HP placement candidates (`gfs` variants) on paper-a100 at medium load.
 - ``custom``: ``--policies 'P;Q' --trace chronus|SETUP --loads 2,4 [--forecaster F]``.
 
 A cell's summary goes to ``results/hp-patience/<key>.json`` (gitignored) and is never re-run.
@@ -95,13 +95,14 @@ def grid(name: str, seeds: Iterable[int]) -> list[Cell]:
         return [Cell(p, f, s, fc) for f in loads for s in seeds for p in everyone]
     if name == "seeds":
         return [Cell(p, 1.0, s) for p in everyone for s in (3, 4)]
-    if name == "placement":
-        return [Cell(p, f, s) for p in PLACEMENT for f in LOADS.values() for s in seeds]
+    if name == "placement":   # medium load
+        return [Cell(p, 1.0, s) for p in PLACEMENT for s in seeds]
     raise SystemExit(f"unknown grid {name!r}")
 
 
-#: HP placement candidates measured against `gfs` (see BENCHMARKS.md)
-PLACEMENT: tuple[str, ...] = ("gfs",)
+#: HP placement candidates measured against `gfs` (see BENCHMARKS.md): where an evicting HP
+#: gang goes (gang-aware victims or PTS's worker by worker), and the whole-node reserve
+PLACEMENT: tuple[str, ...] = ("gfs", "gfs-no-gang-victims", "gfs-no-shape")
 
 
 def _large(out_jobs: object) -> dict[str, float]:

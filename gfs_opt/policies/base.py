@@ -242,6 +242,8 @@ class ComposedPolicy(GreedyPolicy):
         if self.hp_notice_s > 0:
             victims += (f"; other HP gangs give LP {self.hp_notice_s / 60:g} min notice (take "
                         "only jobs at a boundary meanwhile)")
+        if self.waits:
+            victims += "; a gang waits only while a boundary in reach gives it room"
         return {"queue order": describe_order(self.order), "admission": self.admission.name,
                 "placement": self.placement.name, "victims": victims}
 
