@@ -101,8 +101,8 @@ def grid(name: str, seeds: Iterable[int]) -> list[Cell]:
 
 
 #: HP placement candidates measured against `gfs` (see BENCHMARKS.md): where an evicting HP
-#: gang goes (gang-aware victims or PTS's worker by worker), and the whole-node reserve
-PLACEMENT: tuple[str, ...] = ("gfs", "gfs-no-gang-victims", "gfs-no-shape")
+#: gang goes (gang-aware victims or PTS's worker by worker), the whole-node reserve, LP beside HP
+PLACEMENT: tuple[str, ...] = ("gfs", "gfs-no-gang-victims", "gfs-no-shape", "gfs-no-beside")
 
 
 def _large(out_jobs: object) -> dict[str, float]:
@@ -188,6 +188,69 @@ def cmd_table(cells: list[Cell]) -> None:
                                               zip(row, widths, strict=True)))
 
 
+NONE = ("yarn-cs", "lyra", "fgd")
+SQA = ("yarn-cs+sqa", "lyra+sqa", "fgd+sqa")
+
+
+def cmd_targets(cells: list[Cell]) -> None:
+    """The targets per (trace, load): GFS's HP JQT against the lowest baseline's mean and
+    gfs-paper's p99 (and ≤ 60 s / 10 s on Chronus); its LP eviction against every +sqa baseline
+    and −33 % against the no-quota mean; its LP JQT −44 % against the +sqa mean and ≤ 1.5× the
+    no-quota mean; no LP job never started. Means over the seeds every policy has."""
+    runs: dict[tuple[str, float, str], dict[str, dict[int, dict]]] = {}
+    for c in cells:
+        f = OUT / f"{c.key()}.json"
+        if f.exists():
+            runs.setdefault((c.trace, c.load, c.forecaster), {}).setdefault(c.policy, {})[
+                c.seed] = json.loads(f.read_text())["summary"]
+    for (trace, load, fc), by_pol in runs.items():
+        if "gfs" not in by_pol:
+            continue
+        seeds = sorted(set.intersection(*(set(v) for v in by_pol.values())))
+        if not seeds:
+            continue
+
+        def m(pol: str, key: str, by_pol: dict = by_pol, seeds: list[int] = seeds) -> float:
+            xs = [float(by_pol[pol][s][key]) for s in seeds]
+            return sum(xs) / len(xs)
+
+        have = [p for p in (*NONE, *SQA) if p in by_pol]
+        print(f"\n{trace} load {load:g} {fc}, seeds {seeds} (means): targets")
+        hp, p99 = m("gfs", "hp_jqt_mean"), m("gfs", "hp_jqt_p99")
+        if have and trace != "chronus":
+            best = min(have + (["gfs-paper"] if "gfs-paper" in by_pol else []),
+                       key=lambda p: m(p, "hp_jqt_mean"))
+            print(f"  HP JQT mean {hp:.0f} s ≤ lowest baseline's ({best} {m(best, 'hp_jqt_mean'):.0f}"
+                  f" s): {'met' if hp <= m(best, 'hp_jqt_mean') else 'MISSED'}")
+        if "gfs-paper" in by_pol and trace != "chronus":
+            q = m("gfs-paper", "hp_jqt_p99")
+            print(f"  HP JQT p99 {p99:.0f} s ≤ gfs-paper's {q:.0f} s: "
+                  f"{'met' if p99 <= q else 'MISSED'}")
+        if trace == "chronus":
+            print(f"  HP JQT p99 {p99:.0f} s ≤ 60 s: {'met' if p99 <= 60 else 'MISSED'}; mean "
+                  f"{hp:.1f} s ≤ 10 s: {'met' if hp <= 10 else 'MISSED'}")
+        ev = m("gfs", "lp_eviction_rate")
+        sqa = [p for p in SQA if p in by_pol]
+        none = [p for p in NONE if p in by_pol]
+        if sqa:
+            worst = min(sqa, key=lambda p: m(p, "lp_eviction_rate"))
+            print(f"  LP evict {ev:.2%} ≤ every +sqa (lowest {worst} "
+                  f"{m(worst, 'lp_eviction_rate'):.2%}): "
+                  f"{'met' if ev <= m(worst, 'lp_eviction_rate') else 'MISSED'}")
+            jq = sum(m(p, "lp_jqt_mean") for p in sqa) / len(sqa)
+            rel = m("gfs", "lp_jqt_mean") / jq - 1
+            print(f"  LP JQT {m('gfs', 'lp_jqt_mean'):,.0f} s vs +sqa mean {jq:,.0f} s: "
+                  f"{rel:+.1%} (≤ −44 %: {'met' if rel <= -0.44 else 'MISSED'})")
+        if none:
+            nm = sum(m(p, "lp_eviction_rate") for p in none) / len(none)
+            print(f"  LP evict vs no-quota mean {nm:.2%}: {ev / nm - 1:+.1%} (≤ −33 %: "
+                  f"{'met' if ev / nm - 1 <= -0.33 else 'MISSED'})")
+            jn = sum(m(p, "lp_jqt_mean") for p in none) / len(none)
+            r = m("gfs", "lp_jqt_mean") / jn
+            print(f"  LP JQT {r:.2f}× the no-quota mean (≤ 1.5×: {'met' if r <= 1.5 else 'MISSED'})")
+        print(f"  LP never started: {m('gfs', 'lp_never_started'):.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("action", choices=("run", "table"))
@@ -208,6 +271,8 @@ def main() -> None:
     if a.action == "run":
         cmd_run(cells, a.workers)
     cmd_table(cells)
+    if a.grid in ("chronus", "a100", "a100-prophet", "seeds"):
+        cmd_targets(cells)
 
 
 if __name__ == "__main__":
