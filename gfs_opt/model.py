@@ -911,6 +911,9 @@ class Decision:
     feedback: dict[str, QuotaFeedback] | None = None   # what η moved on, per pool (the log)
     reports: list[SolveReport] = field(default_factory=list)
     requeue: list[int] = field(default_factory=list)  # voluntary re-queues (e.g. Chronus leases)
+    #: (time, pool): call the policy on that pool at that time (a boundary an HP gang waits for,
+    #: the end of its patience), whether or not anything else happens there then
+    wakes: list[tuple[float, str]] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[tuple[int, Placement]]:
         return iter(self.placements.items())

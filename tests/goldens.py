@@ -5,7 +5,8 @@
 
 A run's digest hashes its per-job table (CSV) and its summary without the fields that measure
 the machine rather than the simulation (wall time, events/s, solver seconds), without the
-eviction causes (`CAUSE_JOB_COLUMNS`, `CAUSE_SUMMARY_KEYS`) and without the policy's name and
+eviction causes (`CAUSE_JOB_COLUMNS`, `CAUSE_SUMMARY_KEYS`), without HP delay by cause
+(`DELAY_JOB_COLUMNS`, `DELAY_SUMMARY_KEYS`) and without the policy's name and
 self-description (``policy``, ``policy_options``: a renamed variant or a re-described option
 runs the same simulation). An instance's digest hashes the greedy and MILP answers of
 `solve_round` under policy `gfs` without their times and notes (``held_back``, what `gfs` holds
@@ -53,6 +54,12 @@ def _strip_times(obj: Any) -> Any:
 #: what a run records about eviction causes (issue 37): recorded beside the results, never acted
 #: on, so left out of the digests recorded before it existed (re-recording may take it in)
 CAUSE_JOB_COLUMNS = ("evictions_fragmentation",)
+#: HP delay by cause (`gfs_opt.sim.hp_delay`): recorded beside the results, never acted on, so
+#: left out of the digests recorded before it existed, as the eviction causes are
+DELAY_JOB_COLUMNS = ("delay_choice_s",)
+DELAY_SUMMARY_KEYS = frozenset({"hp_delay_choice_mean", "hp_delay_choice_p99",
+                                "hp_delay_capacity_mean", "hp_delay_capacity_p99",
+                                "hp_share_delayed_by_choice"})
 CAUSE_SUMMARY_KEYS = frozenset({"lp_evictions", "lp_evictions_count", "lp_evictions_fragmentation",
                                 "lp_evictions_other", "lp_fragmentation_share",
                                 "lp_evictions_quota_attributable"})
@@ -64,12 +71,13 @@ def run_digest(setup: str, policy: str) -> str:
 
     opts = options_for(policy, {"forecaster": "ets", "time_limit": MILP_LIMIT_S})
     out = run(RunSpec.from_setup(setup, policy=policy, policy_options=opts))
-    left_out = TIMING_KEYS | CAUSE_SUMMARY_KEYS | {"trace_notes", "policy", "policy_options"}
+    left_out = (TIMING_KEYS | CAUSE_SUMMARY_KEYS | DELAY_SUMMARY_KEYS
+                | {"trace_notes", "policy", "policy_options"})
     summary = {k: v for k, v in out.summary.items() if k not in left_out}
     reports = [{k: v for k, v in r.items() if k != "total_time_s"}
                for r in out.summary.get("solver_reports", [])]
     doc = json.dumps({"summary": summary, "reports": reports}, sort_keys=True, default=str)
-    jobs = out.jobs.drop(columns=list(CAUSE_JOB_COLUMNS), errors="ignore")
+    jobs = out.jobs.drop(columns=[*CAUSE_JOB_COLUMNS, *DELAY_JOB_COLUMNS], errors="ignore")
     return _sha(jobs.to_csv(index=False) + doc)
 
 

@@ -29,6 +29,7 @@ from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 
 HP, LP = JobClass.HP, JobClass.LP
 T = 10_000.0
+FIVE_MIN_H = 5 / 60   # a notice long enough to reach a boundary a few minutes away
 
 
 def cluster(lp_window_start: float, hp_submit: float = T - 100.0, workers: int = 1,
@@ -114,7 +115,7 @@ def test_without_patience_the_gang_evicts_at_once() -> None:
     assert d.victims == [2] and d.requeue == []
 
 
-def part_gang(lp_window_start: float, hp_submit: float = T - 100.0) -> Round:
+def part_gang(lp_window_start: float, hp_submit: float = T - 10.0) -> Round:
     """Three 8-GPU nodes: n0 holds HP on GPUs 0–3 and a 4-GPU LP job (5) on GPUs 4–7, n1 one
     8-GPU LP job (2), n2 HP; both LP windows began at ``lp_window_start``. A 4-GPU HP worker
     waits: it does not take a whole node, so it waits the notice, not the hour."""
@@ -138,17 +139,40 @@ def test_a_gang_on_notice_takes_the_lp_job_beside_hp_at_its_boundary() -> None:
     """Both LP jobs are at a boundary; the gang takes the one beside HP (n0) and leaves the
     whole LP-only node n1 for whole-node gangs to gather."""
     rnd = part_gang(lp_window_start=T)
-    assert patient_gangs(rnd, 3600.0, 300.0) == [10]
+    assert patient_gangs(rnd, 3600.0, 60.0) == [10]
     assert patient_gangs(rnd, 3600.0, 0.0) == []     # only whole-node gangs wait
     d, pol = decide(rnd, 1.0)
     assert d.requeue == [5] and d.victims == [] and d.placements[10] == ((0, (4, 5, 6, 7)),)
     assert pol._held == {}
 
 
-def test_a_gang_on_notice_waits_mid_window_and_holds_no_node() -> None:
-    d, pol = decide(part_gang(lp_window_start=T - 600.0), 1.0)
+def test_a_gang_on_notice_waits_for_a_boundary_in_reach_and_holds_no_node() -> None:
+    """The LP job beside HP reaches its boundary 150 s from now, within the notice: the gang
+    waits, asks to be called then and at its notice's end, and holds nothing."""
+    d, pol = decide(part_gang(lp_window_start=T + 150.0 - 3_600.0), 1.0, notice_h=FIVE_MIN_H)
     assert d.placements == {} and d.victims == [] and d.requeue == []
     assert pol._held == {}    # nothing to gather or hold: it fits wherever LP leaves room
+    assert sorted(d.wakes) == [(T + 150.0, "A100"), (T - 10.0 + 300.0, "A100")]
+
+
+def test_a_gang_on_notice_with_no_boundary_in_reach_evicts_in_the_same_round() -> None:
+    """Mid-window, the next boundary 3,000 s away, past the notice: waiting buys nothing, so
+    the gang evicts at once (as PTS does) and asks for no wake."""
+    d, pol = decide(part_gang(lp_window_start=T - 600.0), 1.0)
+    assert len(d.victims) == 1 and 10 in d.placements and d.requeue == []
+    assert d.wakes == [] and 10 in pol._hopeless
+
+
+def test_a_gang_on_notice_takes_an_lp_only_node_when_no_whole_node_gang_waits() -> None:
+    """Only the whole LP-only node's job (n1) is at a boundary now; no whole-node gang waits in
+    the pool, so the gang on notice takes it there rather than evicting the job beside HP."""
+    rnd = part_gang(lp_window_start=T - 600.0)
+    r = rnd.running[2]
+    running = {**rnd.running, 2: RunningJob(r.job, r.start, T, T, r.placement)}
+    d, _pol = decide(Round(time=T, state=rnd.state, jobs=rnd.jobs, running=running,
+                           pending_hp=[10], pending_lp=[], queued_since=dict(rnd.queued_since),
+                           window_restarts=(2,), params=Params()), 1.0)
+    assert d.requeue == [2] and d.victims == [] and 10 in d.placements
 
 
 def test_a_gang_on_notice_evicts_once_the_notice_is_over() -> None:
@@ -214,9 +238,24 @@ def test_the_second_boundary_completes_the_gang() -> None:
 
 def test_no_gathering_for_a_gang_the_lp_nodes_cannot_cover() -> None:
     """Three whole nodes needed, two held by LP: boundaries alone can never host the gang, so
-    no node is emptied for it (it will evict when its wait is over)."""
+    no node is emptied for it and it stops waiting for boundaries (it cannot start even by
+    eviction: it waits for capacity, holding no node)."""
     d, pol = decide(two_lp_nodes(T, T, workers=3), 1.0)
-    assert d.requeue == [] and d.placements == {} and pol._held == {"A100": 3}
+    assert d.requeue == [] and d.placements == {} and pol._held == {}
+    assert 10 in pol._hopeless
+
+
+def test_a_whole_node_gang_waits_for_the_nodes_in_reach_else_evicts_now() -> None:
+    """Two LP nodes, boundaries 600 s and 3,000 s away: within the hour both are in reach (it
+    waits, woken at each and at its wait's end); with a 30-minute wait the second is not, and
+    it evicts now."""
+    rnd = two_lp_nodes(T + 600.0 - 3_600.0, T + 3_000.0 - 3_600.0)
+    d, pol = decide(rnd, 1.0)
+    assert d.victims == [] and d.placements == {} and pol._held == {"A100": 2}
+    assert sorted(d.wakes) == [(T + 600.0, "A100"), (T + 3_000.0, "A100"),
+                               (T - 100.0 + 3_600.0, "A100")]
+    d, pol = decide(two_lp_nodes(T + 600.0 - 3_600.0, T + 3_000.0 - 3_600.0), 0.5)
+    assert len(d.victims) == 2 and 10 in d.placements and pol._held == {}
 
 
 def test_held_reserves_add_the_waiting_workers_to_every_class() -> None:
@@ -332,7 +371,8 @@ def test_simulation_a_gang_on_notice_starts_at_a_boundary_within_the_notice(poli
     trace = Trace(nodes, pd.DataFrame(rows, columns=JOB_COLUMNS))
     cfg = SimConfig(eval_start=0.0, eval_end=3_401.0, sample_s=300.0, check_invariants=True,
                     drain_s=86_400.0)
-    sim = Simulator(trace, make_policy(policy, quota="none"), Params(), cfg)
+    opts = {"hp_notice_h": FIVE_MIN_H} if policy == "gfs" else {}
+    sim = Simulator(trace, make_policy(policy, quota="none", **opts), Params(), cfg)
     sim.run()
     assert sim.recorder.jobs is not None
     by_id = sim.recorder.jobs.set_index("job_id")
@@ -372,3 +412,57 @@ def test_the_patience_memo_reads_every_round_as_a_fresh_reading() -> None:
     sim.on_round = check
     sim.run()
     assert seen[0] > 0 and seen[1] > 0, "no round had patient gangs to compare"
+
+
+def notice_trace(hp_submit: float) -> Trace:
+    """n0: HP on 4 GPUs and an LP job of 4 GPUs beside it (windows of 1 h from t = 1), n1 a
+    whole HP node; a 4-GPU HP job arrives at ``hp_submit`` to a full cluster."""
+    nodes = pd.DataFrame([(f"n{i}", "A100", 8, 64.0) for i in range(2)], columns=NODE_COLUMNS)
+    rows = [(1, "hp-half", "org", "A100", "HP", 4 * MILLI, 1, 0.0, 20_000.0, 0.0, 1.0, False),
+            (4, "hp-node", "org", "A100", "HP", 8 * MILLI, 1, 0.0, 20_000.0, 0.0, 1.0, False),
+            (2, "lp-beside", "org", "A100", "LP", 4 * MILLI, 1, 1.0, 20_000.0, 0.0, 1.0, False),
+            (3, "hp-late", "org", "A100", "HP", 4 * MILLI, 1, hp_submit, 1_000.0, 0.0, 1.0,
+             False)]
+    return Trace(nodes, pd.DataFrame(rows, columns=JOB_COLUMNS))
+
+
+def run_notice(hp_submit: float, policy: str = "gfs") -> pd.DataFrame:
+    """`notice_trace` under a five-minute notice; quota refreshes every 10 h: no pass but those
+    the jobs and the policy's wakes call for."""
+    cfg = SimConfig(eval_start=0.0, eval_end=hp_submit + 1.0, sample_s=300.0,
+                    check_invariants=True, drain_s=86_400.0)
+    sim = Simulator(notice_trace(hp_submit), make_policy(policy, quota="none",
+                                                         hp_notice_h=FIVE_MIN_H),
+                    Params(quota_refresh_s=36_000.0), cfg)
+    sim.run()
+    assert sim.recorder.jobs is not None
+    return sim.recorder.jobs.set_index("job_id")
+
+
+def test_simulation_a_boundary_200_s_away_starts_the_gang_there_with_no_window_broken() -> None:
+    by_id = run_notice(3_401.0)     # the LP job's boundary at 3,601 s
+    assert by_id.loc[3, "jqt"] == pytest.approx(200.0)
+    assert by_id.loc[3, "delay_choice_s"] == pytest.approx(200.0)
+    assert by_id.loc[2, "windows_failed"] == 0 and by_id.loc[2, "requeues"] == 1
+
+
+def test_simulation_no_boundary_in_reach_evicts_in_the_same_round() -> None:
+    by_id = run_notice(2_000.0)     # the boundary 1,601 s away, past the notice
+    assert by_id.loc[3, "jqt"] == 0.0 and by_id.loc[3, "delay_choice_s"] == 0.0
+    assert by_id.loc[2, "windows_failed"] == 1 and by_id.loc[2, "evictions"] == 1
+
+
+def test_simulation_a_gang_is_retried_at_its_notice_end_exactly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Had waiting looked worthwhile (here: every gang is judged worth its wait), the gang is
+    retried when its notice ends — a wake at that instant — not at its pool's next event."""
+    import gfs_opt.policies.base as base
+
+    def always(rnd: Round, gangs: list[int], deadlines: dict[int, float], whole: object
+               ) -> tuple[list[int], list[int], list[tuple[float, str]]]:
+        return gangs, [], [(deadlines[j], rnd.jobs[j].pool) for j in gangs]
+
+    monkeypatch.setattr(base, "reach", always)
+    by_id = run_notice(2_000.0)
+    assert by_id.loc[3, "jqt"] == FIVE_MIN_H * 3_600.0
+    assert by_id.loc[2, "windows_failed"] == 1

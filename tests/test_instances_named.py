@@ -90,9 +90,14 @@ def test_quota_classes_admission() -> None:
 
 
 def test_gfs_says_what_it_holds_back_and_what_the_paper_would_evict() -> None:
-    res, opt = _solve("tiny-01", policy="gfs")
+    """On tiny-09 a boundary within its patience gives gang 10 room: gfs holds it back, where
+    the paper's step places it now. On tiny-01 no boundary is in reach: gfs evicts now, as the
+    paper's step does, and holds nothing back."""
+    res, _opt = _solve("tiny-09", policy="gfs")
     held = res.held_back
-    assert held is not None and held.gangs == [10]
-    assert held.paper_placed == [10] and sorted(held.paper.decision.victims) == opt["victims"]
-    assert res.preempt_greedy is not None and not res.preempt_greedy.decision.victims
+    assert held is not None and held.gangs == [10] and held.paper_placed == [10]
+    assert res.preempt_greedy is not None and 10 not in res.preempt_greedy.decision.placements
     assert any("holds back 1 HP gang" in n for n in res.notes)
+    res, opt = _solve("tiny-01", policy="gfs")
+    assert res.held_back is None and res.preempt_greedy is not None
+    assert sorted(res.preempt_greedy.decision.victims) == opt["victims"]

@@ -247,6 +247,14 @@ def format_summary(s: dict) -> str:
                         f"count + {s['lp_evictions_fragmentation']} fragmentation "
                         f"({100 * s['lp_fragmentation_share']:.0f} %) + {s['lp_evictions_other']} "
                         f"other   (fragmentation: the pool had room, no node set hosts the gang)")
+    if "hp_delay_choice_mean" in s:   # a simulation: each HP wait has its cause
+        i = next(i for i, x in enumerate(lines) if x.startswith("  HP JQT"))
+        lines.insert(i + 1, f"  HP wait by cause      choice {s['hp_delay_choice_mean']:.1f} / "
+                            f"{s['hp_delay_choice_p99']:.1f} s, capacity "
+                            f"{s['hp_delay_capacity_mean']:.1f} / "
+                            f"{s['hp_delay_capacity_p99']:.1f} s (mean/p99); "
+                            f"{100 * s['hp_share_delayed_by_choice']:.1f} % of HP jobs waited "
+                            "by choice   (choice: the pool had room by eviction)")
     drain = drain_line(s)
     if drain:
         lines.insert(2, drain)

@@ -18,6 +18,7 @@ import pandas as pd
 from gfs_opt.experiments.compare import (
     DRAIN_NOTE,
     FAMILY_LABEL,
+    HP_CHOICE_NOTE,
     RELATIVE,
     TABLE_COLUMNS,
     SeedResults,
@@ -32,10 +33,12 @@ from gfs_opt.policies import family
 SHOWN = {
     "lp_eviction_rate": ("LP evict %", 100.0, 2),
     "lp_eviction_rate_drain": ("LP evict % drain", 100.0, 2),
+    "hp_delay_choice_mean": ("HP choice s", 1.0, 0),
     "lp_jqt_mean": ("LP JQT s (all)", 1.0, 0),
     "lp_jqt_started_mean": ("LP JQT s (started)", 1.0, 0),
     "lp_never_started": ("LP never started", 1.0, 1),
     "hp_jqt_mean": ("HP JQT s", 1.0, 0),
+    "hp_jqt_p99": ("HP JQT p99 s", 1.0, 0),
     "allocation_rate": ("alloc %", 100.0, 1),
 }
 METRIC_WORDS = {"lp_eviction_rate": "LP evict", "lp_jqt_mean": "LP JQT"}
@@ -163,7 +166,8 @@ def format_seed_table(df: pd.DataFrame, reference: str = "gfs") -> str:
               "interval of its per-seed values contains 0.",
               *([DRAIN_NOTE] if drain else []),
               "LP JQT (all) counts a job that never started with its wait until the replay ended "
-              "(a lower bound); (started) averages the jobs that started."]
+              "(a lower bound); (started) averages the jobs that started.",
+              HP_CHOICE_NOTE]
     return "\n".join(lines)
 
 

@@ -221,6 +221,18 @@ def hp_patience(policy: str) -> tuple[float, float]:
     return (float(getattr(pol, "hp_wait_s", 0.0)), float(getattr(pol, "hp_notice_s", 0.0)))
 
 
+def held_for_boundaries(rnd: Round, policy: str) -> list[int]:
+    """The HP gangs the policy's boundary step leaves waiting for LP window boundaries on the
+    round: patient, not placed (free GPUs or jobs at a boundary now), and helped by a boundary in
+    reach (`gfs_opt.preempt.boundary.reach`; the others evict now, as the paper's step does)."""
+    pol = greedy_policy(policy)
+    if not isinstance(pol, ComposedPolicy) or not pol.waits:
+        return []
+    first = Decision()
+    patient = pol.boundary_step(_standalone(rnd), first)
+    return [j for j in patient if j not in first.placements]
+
+
 def exact_after_boundary(rnd: Round, policy: str, opts: PreemptOptions, solver: SolverOptions,
                          greedy: Decision | None) -> PreemptResult:
     """GFS's exact preemption step on a round where HP gangs wait for window
@@ -282,7 +294,7 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
             res.quota_milp = solve_quota(with_held_nodes(rnd, wait), quota_opts, opts,
                                          greedy=greedy)
     if step in ("all", "preemption"):
-        held = patient_gangs(rnd, wait, notice) if wait > 0 or notice > 0 else []
+        held = held_for_boundaries(rnd, policy) if wait > 0 or notice > 0 else []
         if held:
             paper = run_greedy_preempt(rnd, preempt_opts, DEFAULT_POLICY)
             placed = [j for j in held if j in paper.decision.placements]
@@ -298,14 +310,15 @@ def solve_round(rnd: Round, method: str = "both", step: str = "all",
         if method in ("milp", "both") and (opts := budget("preemption")) is not None:
             greedy_d = res.preempt_greedy.decision if res.preempt_greedy else None
             patient = patient_gangs(rnd, wait, notice)
-            if patient:
+            if patient:   # the boundary step may place some, hold some, let the rest evict
                 res.preempt_milp = exact_after_boundary(rnd, policy, preempt_opts, opts, greedy_d)
                 shown = ", ".join(map(str, patient[:10])) + (" …" if len(patient) > 10 else "")
                 res.notes.append(
-                    f"{len(patient)} HP gang(s) wait for LP window boundaries ({shown}; whole-node "
-                    f"gangs ≤ {wait / 3600:g} h, hp_wait_h, the others ≤ {notice / 3600:g} h, "
-                    "hp_notice_h): both answers apply the greedy boundary step to them, the MILP "
-                    "solves the rest")
+                    f"{len(patient)} HP gang(s) may wait for LP window boundaries ({shown}; "
+                    f"whole-node gangs ≤ {wait / 3600:g} h, hp_wait_h, the others ≤ "
+                    f"{notice / 3600:g} h, hp_notice_h, while a boundary in reach gives them "
+                    "room): both answers apply the greedy boundary step to them, the MILP solves "
+                    "the rest")
             else:
                 res.preempt_milp = solve_preemption(rnd, preempt_opts, opts, greedy=greedy_d)
     return res

@@ -47,6 +47,8 @@ from gfs_opt.preempt.boundary import (
     boundary_pass,
     held_reserves,
     patience,
+    patience_end,
+    reach,
     still_running,
     waiting_workers,
 )
@@ -215,6 +217,9 @@ class ComposedPolicy(GreedyPolicy):
         self.hp_notice_s = self.patience.notice_s if self.patience is not None else 0.0
         self.wakes_at_window_ends = self.waits
         self._held: dict[str, int] = {}   # workers of HP gangs waiting for a boundary, per pool
+        # gangs for which no boundary in reach gave room (`reach`): ordinary gangs from then on
+        self._hopeless: set[int] = set()
+        self._kept: set[int] = set()     # gangs judged worth their wait (`judge`)
         self._patient_memo: tuple[Round, Patience] | None = None
         self._patient_pools: PatientMemo = {}
         self._patient_queue: tuple[PendingQueue, set[int]] = (PendingQueue(JobClass.HP), set())
@@ -222,6 +227,8 @@ class ComposedPolicy(GreedyPolicy):
     def reset(self, state: ClusterState, params: Params, origin: object = None) -> None:
         super().reset(state, params, origin)
         self._held = {}
+        self._hopeless = set()
+        self._kept = set()
         self._patient_memo = None
         self._patient_pools = {}
         self._patient_queue = (PendingQueue(JobClass.HP), set())
@@ -235,6 +242,8 @@ class ComposedPolicy(GreedyPolicy):
         if self.hp_notice_s > 0:
             victims += (f"; other HP gangs give LP {self.hp_notice_s / 60:g} min notice (take "
                         "only jobs at a boundary meanwhile)")
+        if self.waits:
+            victims += "; a gang waits only while a boundary in reach gives it room"
         return {"queue order": describe_order(self.order), "admission": self.admission.name,
                 "placement": self.placement.name, "victims": victims}
 
@@ -335,6 +344,9 @@ class ComposedPolicy(GreedyPolicy):
         found = self._patient_of(rnd)
         if not found.gangs and not self._held:
             return frozenset()
+        kept = self._kept
+        if any(j not in kept for j in found.gangs):   # not judged yet (`judge` may evict)
+            return None
         if found.gangs and self.victim_rule is not None and rnd.window_restarts != ():
             jobs = rnd.jobs
             pools = {jobs[j].pool for j in found.gangs}
@@ -356,15 +368,53 @@ class ComposedPolicy(GreedyPolicy):
         if not self.waits:
             return []
         alloc = rnd.state.alloc
-        return [j for j in self._patient_of(rnd).gangs if j not in alloc]
+        hopeless = self._hopeless
+        return [j for j in self._patient_of(rnd).gangs if j not in alloc and j not in hopeless]
 
     def _patient_of(self, rnd: Round) -> Patience:
-        """`patience` of the round as first asked (once a round)."""
+        """`patience` of the round as first asked (once a round), without the gangs no boundary
+        in reach helps (`judge`)."""
         memo = self._patient_memo
         if memo is None or memo[0] is not rnd:
-            memo = self._patient_memo = (rnd, patience(rnd, self.hp_wait_s, self.hp_notice_s,
-                                                       self._patient_pools))
+            found = patience(rnd, self.hp_wait_s, self.hp_notice_s, self._patient_pools)
+            hopeless = self._hopeless
+            if hopeless and not hopeless.isdisjoint(found.members):
+                gangs = [j for j in found.gangs if j not in hopeless]
+                whole = frozenset(j for j in found.whole if j not in hopeless)
+                found = Patience(gangs, whole, frozenset(gangs),
+                                 waiting_workers(rnd, gangs, whole))
+            memo = self._patient_memo = (rnd, found)
         return memo[1]
+
+    def judge(self, rnd: Round, gangs: list[int], decision: Decision) -> list[int]:
+        """Of the patient ``gangs`` that cannot start now, those a window boundary known to come
+        within their patience gives room (`reach`); the others are ordinary gangs from now on
+        (they evict in this round's pass). The kept gangs' wakes go into ``decision``: the
+        boundaries they count on and the end of their patience, when they are retried."""
+        found = self._patient_of(rnd)
+        since = rnd.queued_since
+        jobs = rnd.jobs
+        kept = self._kept
+        # a verdict stands until a window ends in the gang's pool (a boundary it may have
+        # counted on came and went): `patience_settled` can then tell a quiet round from one
+        # whose judgement would change
+        restarts = rnd.window_restarts
+        if restarts is None:
+            ask = gangs
+        else:
+            again = {jobs[j].pool for j in restarts if j in jobs}
+            ask = [j for j in gangs if j not in kept or jobs[j].pool in again]
+        if not ask:
+            return gangs
+        deadlines = {j: patience_end(since.get(j, jobs[j].submit),
+                                     self.hp_wait_s if j in found.whole else self.hp_notice_s)
+                     for j in ask}
+        keep, hopeless, wakes = reach(rnd, ask, deadlines, found.whole)
+        self._hopeless.update(hopeless)
+        kept.update(keep)
+        decision.wakes.extend(wakes)
+        gone = set(hopeless)
+        return [j for j in gangs if j not in gone]
 
     def held_workers(self, rnd: Round, patient: list[int]) -> dict[str, int]:
         """`waiting_workers` of ``patient`` (the round's patient gangs not yet placed)."""
@@ -384,7 +434,10 @@ class ComposedPolicy(GreedyPolicy):
                           placer=self.placer(rnd) if placer is None else placer,
                           rule=self.victim_rule,
                           queue=None if tried else self.patient_queue(rnd, patient),
-                          tried=tried)
+                          tried=tried,
+                          judge=lambda r, gangs: self.judge(r, gangs, decision))
+            hopeless = self._hopeless
+            patient = [j for j in patient if j not in hopeless]
         return patient
 
     def patient_queue(self, rnd: Round, patient: list[int]) -> PendingQueue:
@@ -405,9 +458,10 @@ class ComposedPolicy(GreedyPolicy):
         if self.waits and self.evictable(rnd) is None:
             placer = self.placer(rnd)
             patient = self.boundary_step(rnd, decision, placer)
+            waited = bool(patient) or bool(decision.requeue)
         else:
-            patient = []
-        if patient:   # the others as PTS (the memo learns nothing from gangs not tried)
+            patient, waited = [], False
+        if waited:   # the others as PTS (the memo learns nothing from gangs not tried)
             hp_pass(still_running(rnd, decision), decision, order=self.order, placer=placer,
                     victims=self.victim_rule, waiting=set(patient),
                     memo=self.fit_memo("hp", preemptive=self.victim_rule is not None))

@@ -44,7 +44,7 @@ class GFSPolicy(ComposedPolicy):
 
     departures: the departures from the paper it runs ("all", the default; "none" = the
         published GFS; else keys joined by "+", e.g. "wait+shape").
-    hp_wait_h, hp_notice_h: HP patience's waits (departure "wait"; default 1 h and 5 min).
+    hp_wait_h, hp_notice_h: HP patience's waits (departure "wait"; default 1 h and 1 min).
     eta_window_h, eta_band_window_h: the attributable η rule's spans ("attributable-eta").
     lp_age_h: LP jobs waiting longer go first ("aged-order"; default a day).
     An option of a departure the policy leaves out is an error.

@@ -23,26 +23,44 @@ whole LP nodes (several an hour on a pool with many of them). The engine calls t
 the window ends of a pool with HP waiting when the policy asks (`Policy.wakes_at_window_ends`),
 so a boundary is never missed.
 
+A gang waits only when waiting pays (`reach`): when the boundaries known to come before its
+patience ends (a running LP job's window ends ``guarantee_s`` after it began) give it room on
+nodes it may take them on — whole LP-only nodes whose jobs reach a boundary at one instant, for
+a whole-node gang; the free GPUs plus the jobs beside HP due at one instant, for the others.
+Where none does, it evicts in the same round, as PTS does: a wait that ends in an eviction
+anyway only delays HP. The verdict stands until a window ends in its pool (then it is asked
+again), and a kept gang asks the engine to call the policy at the boundaries it counts on and
+at the end of its patience (`Decision.wakes`), so it is retried at that instant exactly, not
+at its pool's next event.
+
 Every other HP gang that would evict gets a shorter patience, the *notice* N: for up to N it takes
 only LP jobs at a boundary now (steps 1–2), as a cloud's spot instance gets a notice before it is
 reclaimed; then it evicts. Its workers do not take whole nodes, so there is nothing to gather or
 hold (steps 3–4), and at step 2 it takes only jobs on nodes that hold HP work (`beside_hp`): the
 whole LP-only nodes are left for the whole-node gangs to gather. The notice pays where the pool
 is full (HP above the quota's plan, a `count` eviction): many LP jobs reach a boundary within a
-few minutes, and the first that do make room. Its cost is HP queueing of about N at most (a
-gang is retried at its pool's next event).
+few minutes, and the first that do make room. Its cost is HP queueing of N at most.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gfs_opt.model import ClusterState, Decision, JobClass, Round, RunningJob
+from gfs_opt.model import (
+    MILLI,
+    ClusterState,
+    Decision,
+    Job,
+    JobClass,
+    Round,
+    RunningJob,
+    gpus_per_worker,
+)
 from gfs_opt.pending import PendingQueue, QueueOrder, as_queue
 from gfs_opt.preempt.greedy import PreemptRule
 from gfs_opt.preempt.hp_pass import hp_pass, pools_to_run
@@ -57,7 +75,7 @@ class HPPatience:
     PTS."""
 
     wait_h: float = 1.0
-    notice_h: float = 5 / 60
+    notice_h: float = 1 / 60
 
     def __post_init__(self) -> None:
         for name, v in (("hp_wait_h", self.wait_h), ("hp_notice_h", self.notice_h)):
@@ -215,18 +233,23 @@ def at_boundary(rnd: Round) -> dict[int, RunningJob]:
 
 def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: QueueOrder,
                   placer: Placer, rule: PreemptRule | None,
-                  queue: PendingQueue | None = None, tried: bool = False) -> None:
+                  queue: PendingQueue | None = None, tried: bool = False,
+                  judge: Callable[[Round, list[int]], list[int]] | None = None) -> None:
     """Steps 1–3 of the module doc for the ``patient`` gangs (placements into ``decision``,
     LP jobs taken at their boundary into ``decision.requeue``). ``queue``: the same gangs as a
     `PendingQueue`, when the caller keeps one (else it is built here). ``tried``: the caller's
     pass of this round has tried them on free GPUs already and released none since, so step 1
-    would start none (a gang fits exactly when its slots are free, and they only grew fewer)."""
+    would start none (a gang fits exactly when its slots are free, and they only grew fewer).
+    ``judge(round, gangs)``: of the gangs still waiting after step 2, those for which waiting
+    pays (`reach`); the others gather nothing (the caller lets them evict now)."""
     if not tried:
         hp_pass(replace(rnd, pending_hp=patient if queue is None else queue), decision,
                 order=order, placer=placer, victims=None)
     left = [j for j in patient if j not in decision.placements]
     due = at_boundary(rnd) if left and rule is not None else {}
     if not due:   # steps 2 and 3 take only jobs at a boundary
+        if judge is not None and left and rule is not None:
+            judge(rnd, left)
         return
     st = rnd.state
     whole: list[int] = []
@@ -235,17 +258,26 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
         (whole if st.takes_whole_node(rnd.jobs[j]) else on_notice).append(j)
     taken: set[int] = set()
     # whole-node gangs first (PTS's largest first), then the gangs on notice, beside HP only
-    for gangs, cands in ((whole, due), (on_notice, beside_hp(st, due))):
+    # a gang on notice leaves whole LP-only nodes to the whole-node gangs waiting in its pool;
+    # where none waits, it may take any job at its boundary
+    held = {rnd.jobs[j].pool for j in whole}
+    notice_cands = {j: r for j, r in due.items() if r.job.pool not in held}
+    notice_cands.update(beside_hp(st, {j: r for j, r in due.items() if r.job.pool in held}))
+    for gangs, cands in ((whole, due), (on_notice, notice_cands)):
         cands = {j: r for j, r in cands.items() if j not in taken}
         if not gangs or not cands:
             continue
         got = Decision()
         hp_pass(replace(rnd, pending_hp=gangs), got, order=order, placer=placer,
-                victims=rule, evictable=cands)
+                victims=rule, evictable=cands, tightest_of_evictable=True)
         decision.placements.update(got.placements)
         decision.requeue.extend(got.victims)
         taken.update(got.victims)
     whole = [j for j in whole if j not in decision.placements]
+    if judge is not None:
+        rest = [j for j in left if j not in decision.placements]
+        kept = set(judge(still_running(rnd, decision), rest)) if rest else set()
+        whole = [j for j in whole if j in kept]
     due = {j: r for j, r in due.items() if j not in taken}
     if whole and due:   # only whole-node gangs gather nodes (a gang on notice has step 2)
         gather(rnd, decision, whole, due)
@@ -353,3 +385,149 @@ def with_held_nodes(rnd: Round, patience_s: float) -> Round:
         return rnd
     reserves = held_reserves(rnd.reserves, waiting, rnd.params.guarantee_classes)
     return replace(rnd, reserves=dict(reserves or {}))
+
+
+def patience_end(queued: float, patience_s: float) -> float:
+    """The first instant at which a gang queued at ``queued`` has waited ``patience_s``
+    (`_patient_in`'s test ``t − queued ≥ patience``, exact in floating point): when it is
+    retried as an ordinary gang."""
+    t = queued + patience_s
+    while t - queued < patience_s:
+        t = math.nextafter(t, math.inf)
+    return t
+
+
+@dataclass(slots=True)
+class _PoolBoundaries:
+    """The next window boundaries of a pool's running LP jobs, as `reach` reads them: per
+    boundary instant the jobs due then, and the whole LP-only nodes whose jobs all reach their
+    boundary at one instant (a whole-node gang can gather such a node there)."""
+
+    due: dict[float, list[RunningJob]]
+    whole: list[tuple[float, int]]
+
+
+def _boundaries(rnd: Round, p: int) -> _PoolBoundaries:
+    st = rnd.state
+    running = rnd.running
+    t = rnd.time
+    lo, hi = st.pool_slice(p)
+    due: dict[float, list[RunningJob]] = {}
+    seen: set[int] = set()
+    whole: list[tuple[float, int]] = []
+    full = st.pool_node_gpus[p]
+    for n in range(lo, hi):
+        jobs = st.node_jobs[n]
+        if not jobs:
+            continue
+        ends: set[float] = set()
+        lp_only = st.node_hp_gpus[n] == 0 and st.node_gpus[n] == full
+        for j in jobs:
+            r = running.get(j)
+            if r is None or r.job.is_hp:
+                lp_only = False
+                continue
+            # a job at its boundary now can be gathered now (its next one is a window away)
+            b = t if r.at_boundary(t) else r.window_start + r.job.guarantee_s
+            ends.add(b)
+            if j not in seen and b > t:
+                seen.add(j)
+                due.setdefault(b, []).append(r)
+        if lp_only and len(ends) == 1 and min(ends) >= t:
+            whole.append((next(iter(ends)), n))
+    whole.sort()
+    return _PoolBoundaries(due, whole)
+
+
+def reach(rnd: Round, gangs: list[int], deadlines: Mapping[int, float],
+          whole: AbstractSet[int]) -> tuple[list[int], list[int], list[tuple[float, str]]]:
+    """Which waiting ``gangs`` (in order; not placeable now) a window boundary known to come
+    before their ``deadlines`` (the end of their patience) gives room, on nodes where they
+    could take it: ``(keep waiting, evict now, wakes)``.
+
+    A boundary is known: a running LP job's window ends ``guarantee_s`` after it began (it may
+    end sooner by completing, which frees its GPUs anyway). A gang of ``whole``-node workers
+    counts the whole nodes free now (less those earlier gangs count on) and the whole LP-only
+    nodes whose jobs all reach a boundary at one instant before its deadline — those it can
+    gather (`gather`); it waits when they make up its workers. Any other gang waits when, at
+    one boundary instant before its deadline, the free GPUs plus those of the jobs beside HP
+    due then (`beside_hp`, what it may take) host its workers. A gang that no boundary in reach
+    helps evicts now: waiting would only delay it. ``wakes``: (time, pool) at which the kept
+    gangs want the policy called — the boundaries they count on and their deadlines."""
+    st = rnd.state
+    t = rnd.time
+    jobs = rnd.jobs
+    by_pool: dict[int, _PoolBoundaries] = {}
+    promised_free: dict[int, int] = {}
+    promised_nodes: dict[int, set[int]] = {}
+    keep: list[int] = []
+    hopeless: list[int] = []
+    wakes: list[tuple[float, str]] = []
+    # pools where whole-node gangs wait: a gang on notice takes only jobs beside HP there
+    whole_pools = {jobs[j].pool for j in whole}
+    for jid in gangs:
+        job = jobs[jid]
+        p = st.pool_index.get(job.pool)
+        deadline = deadlines[jid]
+        if p is None or deadline <= t:
+            hopeless.append(jid)
+            continue
+        pb = by_pool.get(p)
+        if pb is None:
+            pb = by_pool[p] = _boundaries(rnd, p)
+        at: list[float] = []
+        if jid in whole:
+            free = max(st.whole_free_nodes(p) - promised_free.get(p, 0), 0)
+            need = max(job.workers - free, 0)
+            taken = promised_nodes.setdefault(p, set())
+            got = [(b, n) for b, n in pb.whole if b <= deadline and n not in taken][:need]
+            ok = len(got) >= need
+            if ok:
+                promised_free[p] = promised_free.get(p, 0) + min(job.workers, free)
+                taken.update(n for _b, n in got)
+                at = [b for b, _n in got]
+        else:
+            b_fit = _notice_fit(st, p, job, pb, t, deadline, job.pool in whole_pools)
+            ok = b_fit is not None
+            if b_fit is not None:
+                at = [b_fit]
+        if ok:
+            keep.append(jid)
+            wakes.extend((b, job.pool) for b in sorted(set(at)))
+            wakes.append((deadline, job.pool))
+        else:
+            hopeless.append(jid)
+    return keep, hopeless, wakes
+
+
+def _notice_fit(st: ClusterState, p: int, job: Job, pb: _PoolBoundaries, t: float,
+                deadline: float, only_beside_hp: bool) -> float | None:
+    """The first boundary instant in (t, deadline] at which the free GPUs and those of the jobs
+    beside HP due then host ``job``'s workers (`reach`), or None."""
+    g, w = job.g, job.workers
+    if g >= MILLI:
+        k = gpus_per_worker(g)
+        base = st.whole_slots(p, k)
+    else:   # workers that share a GPU: each freed GPU holds ⌊1000 / g⌋ of them
+        k = 1
+        base = st.shared_slots(p, g)
+    per_gpu = 1 if g >= MILLI else MILLI // g
+    free = st.node_free
+    hp = st.node_hp_gpus
+    for b in sorted(b for b in pb.due if b <= deadline):
+        add: dict[int, int] = {}
+        for r in pb.due[b]:
+            if r.job.g < MILLI or (only_beside_hp
+                                   and not all(hp[n] > 0 for n, _g in r.placement)):
+                continue
+            for n, gpus in r.placement:
+                add[n] = add.get(n, 0) + len(gpus)
+        if not add:
+            continue
+        n_slots = base
+        for n, a in add.items():
+            f = int(free[n])
+            n_slots += ((f + a) // k - f // k) * (per_gpu if g < MILLI else 1)
+        if n_slots >= w:
+            return b
+    return None

@@ -51,6 +51,10 @@ class PreemptContext:
     #: A worker is only tried preemptively where no free spot holds it, so a node without one
     #: of them offers nothing, and only these nodes are looked at (None: every node)
     nodes: AbstractSet[int] | None = None
+    #: with ``nodes``: the tightest fit is sought among those nodes (a gang taking LP jobs at
+    #: their boundary, `gfs_opt.preempt.boundary`), not the pool's tightest filtered by them
+    #: (a lease-end reclaim's reading, which may find none)
+    tightest_of_nodes: bool = False
     # c_j is fixed within one pass (t and checkpoints do not move); victim rules ask for it
     # on every candidate node, so it is computed once per job
     _costs: dict[int, float] = field(default_factory=dict, repr=False)
@@ -244,6 +248,8 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule,
         a, b = int(st.node_first_gpu[lo]), int(st.node_first_gpu[hi])
         hp_room = MILLI - st.gpu_hp[a:b]
         ok = hp_room >= job.g
+        if ctx.nodes is not None and ctx.tightest_of_nodes:
+            ok &= np.isin(st.gpu_node[a:b], np.fromiter(ctx.nodes, dtype=np.int64))
         if not ok.any():
             return None
         least = hp_room[ok].min()
@@ -262,8 +268,13 @@ def preemptive_worker(ctx: PreemptContext, job: Job, rule: PreemptRule,
     k = gpus_per_worker(job.g)
     # the fewest GPUs without HP that still hold a worker, from the pool's histogram: a backlog
     # of HP work usually has no such node, and then no pass over the nodes is needed
-    hist = st.nonhp_hist[pool]
-    least = next((f for f in range(k, len(hist)) if hist[f]), 0)
+    if ctx.nodes is not None and ctx.tightest_of_nodes:
+        node_gpus, node_hp = st.node_gpus, st.node_hp_gpus
+        least = min((f for n in ctx.nodes if lo <= n < hi
+                     and (f := node_gpus.item(n) - node_hp.item(n)) >= k), default=0)
+    else:
+        hist = st.nonhp_hist[pool]
+        least = next((f for f in range(k, len(hist)) if hist[f]), 0)
     if not least:
         return None
     for n in _nodes_with(ctx, lo, hi, least, exact=True):

@@ -44,7 +44,8 @@ def pools_to_run(rnd: Round, queue: PendingQueue) -> list[str]:
 
 def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer,
             victims: PreemptRule | None, evictable: Mapping[int, RunningJob] | None = None,
-            memo: FitMemo | None = None, waiting: AbstractSet[int] = frozenset()) -> None:
+            memo: FitMemo | None = None, waiting: AbstractSet[int] = frozenset(),
+            tightest_of_evictable: bool = False) -> None:
     """HP pass on the round's state (placements and victims go into ``decision``).
 
     ``victims=None`` disables preemption; ``evictable`` narrows the LP jobs that may be evicted
@@ -53,7 +54,8 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     blocked job stops its pool's pass (`QueueOrder.holds_line`). ``memo`` (see `FitMemo`;
     ignored with ``evictable``) skips tries known to fail. ``waiting``: gangs the pass leaves
     alone (they wait for a window boundary, `gfs_opt.preempt.boundary`); they are not tried, so
-    they teach the memo nothing.
+    they teach the memo nothing. ``tightest_of_evictable``: a worker's tightest fit by eviction
+    is sought among the nodes of ``evictable`` (`PreemptContext.tightest_of_nodes`).
     """
     st = rnd.state
     queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
@@ -114,7 +116,8 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
                                                  st.capacity_gpus(pool), rnd.params.eval_length,
                                                  rnd.params.restart_overhead,
                                                  None if evictable is None
-                                                 else evictable_nodes(evictable))
+                                                 else evictable_nodes(evictable),
+                                                 tightest_of_nodes=tightest_of_evictable)
                         # best fit's free spot was tried above (or the pool lacks the milli)
                         res = place_gang_preemptive(ctx, job, victims, e_score, use_history, cache,
                                                     free_tried=placer.worker_fn is None)

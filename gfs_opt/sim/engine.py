@@ -41,6 +41,7 @@ from gfs_opt.model import (
 from gfs_opt.pending import PendingQueue
 from gfs_opt.policies.base import Policy
 from gfs_opt.sim.causes import EvictionCause, eviction_causes
+from gfs_opt.sim.hp_delay import HPDelay
 from gfs_opt.sim.jobrun import JobRun
 from gfs_opt.sim.metrics import summarize
 from gfs_opt.sim.recorder import Recorder
@@ -51,8 +52,9 @@ from gfs_opt.traces.base import Trace
 DAY = 86_400.0
 HOUR = 3_600.0
 
-# event kinds, in the order they are handled at one instant (the last two: Slurm model only)
-_WINDOW, _COMPLETE, _ELIGIBLE, _LIMIT = 0, 1, 2, 3
+# event kinds, in the order they are handled at one instant (_ELIGIBLE, _LIMIT: Slurm model only;
+# _WAKE: a time the policy asked to be called at, `Decision.wakes`)
+_WINDOW, _COMPLETE, _ELIGIBLE, _LIMIT, _WAKE = 0, 1, 2, 3, 4
 
 
 def _same_placement(held: Placement, pl: Placement) -> bool:
@@ -170,6 +172,10 @@ class Simulator:
         self._wake_at_windows = bool(getattr(policy, "wakes_at_window_ends", False))
         self.recorder = Recorder(self.state, self.params, self.cfg.eval_start, self.cfg.eval_end,
                                  self.cfg.sample_s)
+        #: HP waits by cause (recorded, never acted on) and the pools whose HP room may have
+        #: moved at this instant
+        self.hp_delay = HPDelay(self.state)
+        self._room_moved: set[int] = set()
         self.released = dict.fromkeys(self.state.pools, 0)
         self.hp_released = dict.fromkeys(self.state.pools, 0)
         self.queued_since: dict[int, float] = {}
@@ -188,6 +194,7 @@ class Simulator:
             "forecasts": v["forecasts"], "pools": v["pools"], "quotas": v["quotas"],
             "reserves": v["reserves"],
             "params": self.params, "released": v["released"], "hp_released": v["hp_released"]}
+        self._wakes: set[tuple[float, int]] = set()   # (time, pool index) of wakes pushed
         self._restarts_t = -math.inf            # the instant of `_restarts`
         self._restarts: list[int] = []          # LP jobs whose window ended then
         self.events = 0
@@ -218,6 +225,8 @@ class Simulator:
         self.queued_since[r.job.id] = t
         if r.job.is_hp:
             self.hp_q.add(r.job, t)
+            self.hp_delay.enqueue(r.job, t)
+            self._room_moved.add(self.state.pool_index.get(r.job.pool, -1))
         else:
             self.lp_q.add(r.job, t)
             self.lp_enqueued[r.job.pool].append((t, r.job.id))
@@ -239,7 +248,9 @@ class Simulator:
         r.saved_base = r.saved
         r.run_id += 1
         self.running[job.id] = RunningJob(job, t, t, t, placement, r.evictions)
+        self._room_moved.add(self.state.pool_index[job.pool])
         if job.is_hp:
+            self.hp_delay.start(job, t)
             self._hp_change(job, +job.demand)
             self._push(t + job.duration, _COMPLETE, job.id, r.run_id)
         else:
@@ -257,6 +268,7 @@ class Simulator:
         placement = self.running[job.id].placement if planned else self.state.release(job)
         del self.running[job.id]
         r.held_gpu_s += job.demand / MILLI * (t - r.run_start)
+        self._room_moved.add(self.state.pool_index[job.pool])
         self.released[job.pool] += 1
         if job.is_hp:
             self._hp_change(job, -job.demand)
@@ -494,6 +506,11 @@ class Simulator:
             self.reserves.update(d.reserves)
         if d.quotas and self.recorder.logs_quota(t):
             self._record_feedback(t)
+        for tw, pool in d.wakes:
+            key = (tw, self.state.pool_index[pool])
+            if tw > t and key not in self._wakes:
+                self._wakes.add(key)
+                self._push(tw, _WAKE, key[1], 0)
         for reports in d.reports:
             self.recorder.report(t, reports)
         # causes are read off the decision before any of it is applied (`eviction_causes`),
@@ -623,6 +640,10 @@ class Simulator:
             # completions and window ends at t
             while heap and heap[0][0] <= t:
                 _te, kind, _s, jid, run_id = heapq.heappop(heap)
+                if kind == _WAKE:
+                    self._wakes.discard((_te, jid))
+                    self.dirty.add(self.state.pools[jid])
+                    continue
                 if kind >= _ELIGIBLE:
                     self._slurm_event(kind, jid, run_id)
                     continue
@@ -649,12 +670,16 @@ class Simulator:
                 n_running = len(self.running)
                 self._policy_pass(t, quota_due)
                 self.idle_refreshes = self.idle_refreshes + 1 if len(self.running) == n_running else 0
+            if self._room_moved:
+                self.hp_delay.refresh(t, self._room_moved)
+                self._room_moved.clear()
             if t == next_sample:
                 self.recorder.sample(t)
                 next_sample += cfg.sample_s
             if progress is not None and self.events % 2048 == 0:
                 progress(t, self.events)
-        self.recorder.finish(t, self.runs.values())
+        self.hp_delay.finish(t)
+        self.recorder.finish(t, self.runs.values(), self.hp_delay.delays)
         return SimResult(self.recorder, time.perf_counter() - t0, self.events, self.passes,
                          self.policy.name, self.policy.options(), time.process_time() - c0)
 

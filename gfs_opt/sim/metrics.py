@@ -19,6 +19,11 @@ Evictions of scored LP jobs come split by cause (`gfs_opt.sim.causes`): ``lp_evi
 jobs table's ``evictions`` over LP jobs), and ``lp_fragmentation_share`` = fragmentation ÷ all
 (0.0 for a run without evictions, so that the column stays numeric and averages over runs);
 ``lp_evictions_drain`` counts those of them that broke a window started in the drain.
+
+HP queueing comes split by cause (`gfs_opt.sim.hp_delay`): ``hp_delay_choice_mean``/``_p99``,
+the time HP gangs waited while their pool had room for them by evicting LP work (the policy's
+choice), ``hp_delay_capacity_mean``/``_p99``, the time they waited for room no policy had, and
+``hp_share_delayed_by_choice``, the share of HP gangs that waited by choice at all.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from gfs_opt.sim.causes import KINDS
+from gfs_opt.sim.hp_delay import delay_summary
 from gfs_opt.sim.recorder import Recorder
 
 HOURS_PER_MONTH = 720.0
@@ -177,6 +183,7 @@ def summarize(rec: Recorder, price_per_gpu_hour: float = 2.0) -> dict[str, Any]:
         out[f"{name}_jqt_started_mean"] = st["mean"]
         out[f"{name}_jqt_started_p99"] = st["p99"]
     out.update(eviction_causes(rec))
+    out.update(hp_delays(rec, hp))
     reports = rec.report_table()
     out["solver_reports"] = reports.to_dict(orient="records")
     # exact steps over the whole replay: how often the greedy answer had to stand in
@@ -202,6 +209,14 @@ def eviction_causes(rec: Recorder) -> dict[str, Any]:
     # the evictions the spot quota answers for: HP above its plan U_0
     out["lp_evictions_quota_attributable"] = sum(c.quota_attributable for c in causes)
     return out
+
+
+def hp_delays(rec: Recorder, hp: pd.DataFrame) -> dict[str, float]:
+    """Scored HP gangs' waits by cause (`gfs_opt.sim.hp_delay`): the policy's choice (the pool
+    had room by eviction) and the capacity no policy had; a gang that never waited counts 0."""
+    ids = hp["job_id"].tolist() if len(hp) else []
+    got = [rec.hp_delays.get(j, (0.0, 0.0)) for j in ids]
+    return delay_summary((c for c, _k in got), (k for _c, k in got))
 
 
 def monthly_value(summary: dict[str, Any], baseline: dict[str, Any]) -> float:

@@ -26,7 +26,7 @@ JOB_COLUMNS: tuple[str, ...] = (
     "job_id", "cls", "pool", "org", "gpus_per_worker", "workers", "submit", "duration",
     "guarantee_h", "first_start", "end", "jqt", "jct", "evictions", "requeues", "windows_ok",
     "windows_failed", "lost_gpu_s", "held_gpu_s", "status", "evictions_fragmentation",
-    "windows_ok_drain", "windows_failed_drain")
+    "windows_ok_drain", "windows_failed_drain", "delay_choice_s")
 #: the quota feedback table's columns, one row per quota refresh and pool: η; the windows ended
 #: over the last H hours, failed, and failed while HP was above the plan; the evidence η moves on
 #: (`EtaEvidence.eta_windows`, `eta_failed_quota`); the quota it gave (its largest and smallest
@@ -63,6 +63,8 @@ class Recorder:
         #: beside each eviction: whether the window it broke started in the drain
         self.eviction_drain: list[bool] = []
         self.jobs: pd.DataFrame | None = None
+        #: per HP gang that waited, (choice s, capacity s) of its wait (`gfs_opt.sim.hp_delay`)
+        self.hp_delays: dict[int, tuple[float, float]] = {}
         self.end_time = math.nan
         self._timeseries: tuple[int, pd.DataFrame] | None = None   # (samples it holds, table)
 
@@ -113,8 +115,12 @@ class Recorder:
         self.evictions.append((t, job, nodes, cause, in_eval))
         self.eviction_drain.append(drain)
 
-    def finish(self, t: float, runs: Iterable[JobRun]) -> None:
+    def finish(self, t: float, runs: Iterable[JobRun],
+               hp_delays: dict[int, tuple[float, float]] | None = None) -> None:
         self.end_time = t
+        if hp_delays is not None:
+            self.hp_delays = hp_delays
+        delays = self.hp_delays
         frag = Counter(job.id for _t, job, _n, cause, _e in self.evictions
                        if cause.kind == "fragmentation")
         rows = []
@@ -129,7 +135,9 @@ class Recorder:
                          r.end - j.submit if r.status == "done" else math.nan,
                          r.evictions, r.requeues, r.windows_ok, r.windows_failed, r.lost_gpu_s,
                          r.held_gpu_s, r.status, frag[j.id], r.windows_ok_drain,
-                         r.windows_failed_drain))
+                         r.windows_failed_drain,
+                         # an HP job's wait while its pool had room by eviction (NaN for LP)
+                         delays.get(j.id, (0.0, 0.0))[0] if j.is_hp else math.nan))
         self.jobs = pd.DataFrame(rows, columns=list(JOB_COLUMNS))
 
     # ---- tables ------------------------------------------------------------------------------
