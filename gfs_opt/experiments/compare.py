@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from gfs_opt.experiments.feedback_plot import plot_feedback
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.sweep.engines import ignore_sigint, terminate_pool, worker_context
+from gfs_opt.fileio import atomic_write, writing
 from gfs_opt.model import Params
 from gfs_opt.policies import family, options_for
 from gfs_opt.traces.base import Trace
@@ -236,7 +237,8 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for load, by_pol in results.items():
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -292,7 +294,10 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path,
 def _save(fig: object, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()  # type: ignore[attr-defined]
-    fig.savefig(path, dpi=110)  # type: ignore[attr-defined]
-    plt.close(fig)  # type: ignore[arg-type]
+    try:
+        fig.tight_layout()  # type: ignore[attr-defined]
+        atomic_write(path, lambda tmp: fig.savefig(  # type: ignore[attr-defined]
+            tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)  # type: ignore[arg-type]
     return path

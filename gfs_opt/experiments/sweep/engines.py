@@ -12,7 +12,6 @@ import contextlib
 import logging
 import multiprocessing
 import os
-import signal
 import socket
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from urllib.parse import urlsplit
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.sweep.cell import CellOutcome, execute_cell, failed
 from gfs_opt.experiments.sweep.spec import Cell
+from gfs_opt.interrupts import worker_signals
 
 RAY_HINT = "--engine ray needs Ray: pip install 'gfs-opt[ray]'"
 
@@ -44,8 +44,9 @@ class Engine(Protocol):
 
 
 def ignore_sigint() -> None:
-    # Ctrl-C reaches the whole process group; the parent alone decides what stops and when.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Pool-worker initializer: Ctrl-C or a SIGTERM to the whole process group reaches the
+    parent alone, which stops its workers itself (`gfs_opt.interrupts`)."""
+    worker_signals()
 
 
 #: imported once by the fork server, so that each worker starts warm
@@ -144,17 +145,15 @@ def _submit(pool: ProcessPoolExecutor, task: Task) -> Future[CellOutcome]:
 
 def terminate_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now. `ProcessPoolExecutor` has no public way to kill running workers before
-    Python 3.14, so terminate its processes directly, then let it clean up."""
+    Python 3.14, so kill its processes directly, then let it clean up. SIGKILL: workers ignore
+    SIGTERM (`ignore_sigint`) and hold nothing worth saving (the parent writes every result)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
     manager = getattr(pool, "_executor_manager_thread", None)   # `shutdown` forgets it
     for p in procs:
         if p.is_alive():
-            p.terminate()
+            p.kill()
     for p in procs:
         p.join(timeout=5)
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=5)
     pool.shutdown(wait=False, cancel_futures=True)
     # Let the pool's manager thread see its dead workers and close its wake-up pipe now: left
     # running, it races Python 3.11's exit hook, which can write to that pipe as it closes

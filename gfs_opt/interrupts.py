@@ -1,0 +1,126 @@
+"""SIGINT and SIGTERM stop every command the same way: as a `KeyboardInterrupt` in the main
+process, which stops its workers (`gfs_opt.experiments.sweep.engines.terminate_pool`, Ray's
+``shutdown``), says what was kept, and exits 128 + the signal (130 for Ctrl-C, 143 for SIGTERM).
+
+Worker processes ignore both signals (`worker_signals`): a signal sent to the whole process group
+(Ctrl-C in a terminal, a batch system's SIGTERM) is then handled by the parent alone, which kills
+its workers itself, so a worker never dies half-way through in a way the parent must guess at.
+
+`held()` marks a section that must not be cut (renaming a finished run folder into place and
+recording it): a signal arriving inside it is raised when the section ends. Once a command is
+stopping, further signals are not raised again, so its clean-up runs to its end; a third one
+exits at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.signum: int | None = None      # the first signal received
+        self.count = 0
+        self.held = 0
+        self.pending = False
+        self.raised = False                 # a KeyboardInterrupt is on its way (raised once)
+        self.early = False                  # installed at start-up, held until the command runs
+        self.previous: dict[int, Any] = {}
+
+
+_state = _State()
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    _state.count += 1
+    if _state.signum is None:
+        _state.signum = signum
+    if _state.count >= 3:            # asked three times: stop now, whatever is half-done
+        os._exit(128 + signum)
+    if _state.held:
+        _state.pending = True
+        return
+    if not _state.raised:        # later signals: already stopping, let the clean-up finish
+        _state.raised = True
+        raise KeyboardInterrupt
+
+
+def install(early: bool = False) -> None:
+    """Route SIGINT and SIGTERM to `KeyboardInterrupt` (main thread only; a no-op elsewhere).
+
+    ``early``: installed as the command starts, before its modules are imported, and held until
+    `release_early` (a signal in between is raised there, inside the command's error handling,
+    not as a traceback out of an import). A later `install` keeps what the early one received.
+    """
+    global _state
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if _state.previous and _state.early and not early:
+        return
+    previous = _state.previous if _state.previous else {}
+    _state = _State()
+    _state.early = early
+    _state.held = 1 if early else 0
+    for sig in SIGNALS:
+        old = signal.signal(sig, _handler)
+        previous.setdefault(sig, old)
+    _state.previous = previous
+
+
+def release_early() -> None:
+    """End the hold of an early `install`: a signal that came meanwhile is raised now."""
+    if _state.early:
+        _state.early = False
+        _release()
+
+
+def uninstall() -> None:
+    """Restore the handlers `install` replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, old in _state.previous.items():
+        signal.signal(sig, old if old is not None else signal.SIG_DFL)
+    _state.previous = {}
+    _state.early = False
+
+
+def exit_code() -> int:
+    """128 + the signal that stopped the command (130 for Ctrl-C or an in-process interrupt)."""
+    return 128 + (_state.signum or signal.SIGINT)
+
+
+def signal_name() -> str:
+    return signal.Signals(_state.signum or signal.SIGINT).name
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """A section no signal cuts: one arriving inside is raised as it ends."""
+    _state.held += 1
+    try:
+        yield
+    finally:
+        _release()
+
+
+def _release() -> None:
+    _state.held -= 1
+    if not _state.held and _state.pending:
+        _state.pending = False
+        if not _state.raised:
+            _state.raised = True
+            raise KeyboardInterrupt
+
+
+def worker_signals() -> None:
+    """Pool-worker initializer: the parent alone decides what stops and when (see above)."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
