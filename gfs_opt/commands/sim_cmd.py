@@ -270,9 +270,9 @@ def _compare_interrupted(out: Path | None, done: dict, seeds: list[int], loads: 
             f"listed in {table}")
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from gfs_opt.experiments.compare import SeedResults, compare_seeds, format_table, plot
-    from gfs_opt.experiments.runner import RunOutput, RunSpec
+def _report_compare(args: argparse.Namespace, by_seed: dict, seeds: list[int]) -> None:
+    """The table on stdout, and with --out compare.csv (and the seed tables) and the plots."""
+    from gfs_opt.experiments.compare import format_table, plot
     from gfs_opt.experiments.seed_tables import (
         family_seed_summary,
         format_seed_table,
@@ -280,6 +280,39 @@ def _compare(args: argparse.Namespace) -> int:
         seed_summary,
         seed_table,
     )
+
+    multi = len(seeds) > 1
+    df = seed_table(by_seed)
+    if multi:
+        print(format_seed_table(df))
+        for load in identical_seeds(df):
+            _warn(f"every seed gave the same numbers at load {load} (the seed draws nothing on "
+                  f"this trace at this load: a real trace at ×1), so the intervals are 0")
+    else:
+        print(format_table(df))
+        print(f"1 seed ({seeds[0]}): no interval; --seeds 0,1,2 gives each metric a 95 % "
+              f"interval over seeds and says which differences are inside the noise")
+    for seed, results in by_seed.items():      # policies with exact steps: how often they held
+        for load, by_pol in results.items():
+            for pol, o in by_pol.items():
+                if line := milp_line(o.summary):
+                    print(f"{pol} @ {load}" + (f" seed {seed}" if multi else "") + f": {line}")
+    print_warnings({f"{pol} @ {load}" + (f" seed {seed}" if multi else ""): o.summary
+                    for seed, results in by_seed.items() for load, by_pol in results.items()
+                    for pol, o in by_pol.items()})
+    if args.out:
+        written = [write_csv(args.out / "compare.csv", df)]
+        if multi:
+            written += [write_csv(args.out / "compare_seeds.csv", seed_summary(df)),
+                        write_csv(args.out / "compare_families.csv", family_seed_summary(df))]
+        pngs = plot(by_seed[seeds[0]], args.out)
+        print(f"wrote {', '.join(map(str, written))} and {len(pngs)} plots"
+              + (f" (seed {seeds[0]})" if multi else "") + f" to {args.out}")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from gfs_opt.experiments.compare import SeedResults, compare_seeds
+    from gfs_opt.experiments.runner import RunOutput, RunSpec
     from gfs_opt.experiments.setups import LOADS, SETUPS
 
     if args.setup and args.trace:
@@ -350,34 +383,9 @@ def _compare(args: argparse.Namespace) -> int:
     try:
         by_seed = compare_seeds(base, policies, loads, seeds, progress=not args.no_progress,
                                 on_result=finished, workers=args.workers or os.cpu_count() or 1)
+        _report_compare(args, by_seed, seeds)
     except KeyboardInterrupt:
         with held():
             said = _compare_interrupted(args.out, done, seeds, loads, policies, folder)
         raise KeyboardInterrupt(said) from None
-    df = seed_table(by_seed)
-    if multi:
-        print(format_seed_table(df))
-        for load in identical_seeds(df):
-            _warn(f"every seed gave the same numbers at load {load} (the seed draws nothing on "
-                  f"this trace at this load: a real trace at ×1), so the intervals are 0")
-    else:
-        print(format_table(df))
-        print(f"1 seed ({seeds[0]}): no interval; --seeds 0,1,2 gives each metric a 95 % "
-              f"interval over seeds and says which differences are inside the noise")
-    for seed, results in by_seed.items():      # policies with exact steps: how often they held
-        for load, by_pol in results.items():
-            for pol, o in by_pol.items():
-                if line := milp_line(o.summary):
-                    print(f"{pol} @ {load}" + (f" seed {seed}" if multi else "") + f": {line}")
-    print_warnings({f"{pol} @ {load}" + (f" seed {seed}" if multi else ""): o.summary
-                    for seed, results in by_seed.items() for load, by_pol in results.items()
-                    for pol, o in by_pol.items()})
-    if args.out:
-        written = [write_csv(args.out / "compare.csv", df)]
-        if multi:
-            written += [write_csv(args.out / "compare_seeds.csv", seed_summary(df)),
-                        write_csv(args.out / "compare_families.csv", family_seed_summary(df))]
-        pngs = plot(by_seed[seeds[0]], args.out)
-        print(f"wrote {', '.join(map(str, written))} and {len(pngs)} plots"
-              + (f" (seed {seeds[0]})" if multi else "") + f" to {args.out}")
     return 0

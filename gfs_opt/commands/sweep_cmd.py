@@ -14,6 +14,9 @@ from gfs_opt.fileio import check_out_dir
 if TYPE_CHECKING:
     import pandas as pd
 
+    from gfs_opt.experiments.sweep.run import SweepResult
+    from gfs_opt.experiments.sweep.spec import Cell
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -54,7 +57,7 @@ def _max_cells() -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from gfs_opt.experiments.sweep.engines import make_engine
-    from gfs_opt.experiments.sweep.run import format_summary, run_sweep
+    from gfs_opt.experiments.sweep.run import run_sweep
     from gfs_opt.experiments.sweep.spec import expand, load_spec_file
 
     if args.workers is not None and args.workers < 1:
@@ -75,11 +78,21 @@ def _sweep(args: argparse.Namespace) -> int:
     # SIGTERM (a batch system's stop) is Ctrl-C here as in every command: `gfs_opt.interrupts`
     res = run_sweep(cells, out, engine, resume=args.resume, spec_text=text, spec_name=name,
                     memory_gb=spec.memory_gb, progress=not args.no_progress)
+    try:
+        return _report(res, cells, out)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"sweep interrupted: {res.ran} of {res.ran} cells finished in this run, each saved "
+            f"whole in {out / 'cells'}/ID and listed in {out / 'results.csv'} (interrupted while "
+            f"printing the summary)") from None
+
+
+def _report(res: SweepResult, cells: list[Cell], out: Path) -> int:
+    from gfs_opt.experiments.sweep.run import format_summary, has_parquet
+
     print(format_summary(res.summary, cells))
     print(f"{res.cells} cells: {res.ran} run, {res.skipped} already done, {res.failed} failed; "
           f"{res.wall_s:.1f} s with engine {res.engine}")
-    from gfs_opt.experiments.sweep.run import has_parquet
-
     first = out / ("results.parquet" if has_parquet() else "results.csv")
     rest = "results.csv, " if has_parquet() else ""
     print(f"wrote {first}, {rest}summary.csv, timings.csv"

@@ -15,6 +15,7 @@ from gfs_opt.experiments.feedback_plot import plot_feedback
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.sweep.engines import ignore_sigint, terminate_pool, worker_context
 from gfs_opt.fileio import atomic_write, writing
+from gfs_opt.interrupts import held
 from gfs_opt.model import Params
 from gfs_opt.policies import family, options_for
 from gfs_opt.traces.base import Trace
@@ -105,7 +106,8 @@ def _run_parallel(plan: list[tuple[str, str, int, RunSpec]], workers: int, progr
         for load, pol, seed, spec in plan:
             if (load, seed) not in prepared:   # once per (load, seed), as one after another
                 prepared[(load, seed)] = prepare_trace(spec)      # (pickled: cheap)
-            futures[pool.submit(run, spec, trace=prepared[(load, seed)])] = (load, pol, seed)
+            with held():   # a worker started half-way would outlive us (see `held`)
+                futures[pool.submit(run, spec, trace=prepared[(load, seed)])] = (load, pol, seed)
         for fut in as_completed(futures):
             load, pol, seed = futures[fut]
             finished(load, pol, seed, fut.result())

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.sweep.cell import CellOutcome, execute_cell, failed
 from gfs_opt.experiments.sweep.spec import Cell
-from gfs_opt.interrupts import worker_signals
+from gfs_opt.interrupts import held, worker_signals
 
 RAY_HINT = "--engine ray needs Ray: pip install 'gfs-opt[ray]'"
 
@@ -50,8 +50,8 @@ def ignore_sigint() -> None:
 
 
 #: imported once by the fork server, so that each worker starts warm
-PRELOAD = ["gfs_opt.experiments.sweep.cell", "gfs_opt.experiments.runner",
-           "gfs_opt.forecast.provider", "scipy.stats"]
+PRELOAD = ["gfs_opt.experiments.sweep.server_signals", "gfs_opt.experiments.sweep.cell",
+           "gfs_opt.experiments.runner", "gfs_opt.forecast.provider", "scipy.stats"]
 
 
 def worker_context() -> multiprocessing.context.BaseContext:
@@ -140,7 +140,11 @@ class LocalEngine:
 
 
 def _submit(pool: ProcessPoolExecutor, task: Task) -> Future[CellOutcome]:
-    return pool.submit(execute_cell, task.cell.id, task.cell.spec, task.cell.imports)
+    # held: a submit may start worker processes, and a signal between the fork server's fork
+    # and the pool's record of the new worker would leave that worker unknown to
+    # `terminate_pool`, to start after we exit (and fail loudly on our vanished semaphores)
+    with held():
+        return pool.submit(execute_cell, task.cell.id, task.cell.spec, task.cell.imports)
 
 
 def terminate_pool(pool: ProcessPoolExecutor) -> None:

@@ -340,10 +340,15 @@ def run_sweep(cells: Sequence[Cell], out: Path, engine: Engine, *, resume: bool 
     tasks = [Task(c, memory_hint_mb(c.spec, memory_gb)) for c in todo]
     try:
         engine.run(tasks, on_done)
+        if bar is not None:
+            bar.close()
+        with held():       # the tables and the cells on disk agree
+            table, timings = merge(cells, cells_dir)
+            summary = summarize(table, cells)
+            write_tables(out, table, summary, timings)
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-            bar = None
         with held():       # the tables list what is on disk now
             table, timings = merge(cells, cells_dir)
             write_tables(out, table, summarize(table, cells), timings)
@@ -352,12 +357,6 @@ def run_sweep(cells: Sequence[Cell], out: Path, engine: Engine, *, resume: bool 
             f"sweep interrupted: {counts['ok'] + counts['failed']} of {len(todo)} cells finished "
             f"in this run{failed}, each saved whole in {cells_dir}/ID and listed in "
             f"{out / 'results.csv'}; run again with --resume to do the rest") from None
-    finally:
-        if bar is not None:
-            bar.close()
-    table, timings = merge(cells, cells_dir)
-    summary = summarize(table, cells)
-    write_tables(out, table, summary, timings)
     return SweepResult(out, table, summary, len(cells), len(todo), len(finished),
                        int((table["status"] == "failed").sum()), time.perf_counter() - t0,
                        engine.name)
