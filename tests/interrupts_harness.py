@@ -133,10 +133,11 @@ def finish(job: Job, sig: int | None, timeout: float = 120) -> tuple[int, str]:
     for f in folders:
         assert_whole(f, job.kind)
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
-    if code < 0:
-        # killed by the signal's default action before gfs-opt installed its handlers (the
-        # interpreter starting up): nothing can have been written yet
-        assert sig is not None and code == -sig and not folders, (code, stderr)
+    if sig is not None and not job.out.exists() and not any(
+            ln.startswith("gfs-opt") for ln in lines):
+        # stopped by the signal's default action before gfs-opt installed its handlers (the
+        # interpreter starting up: killed, or "Fatal Python error: init_import_site"): nothing
+        # was written and nothing said
         return code, stderr
     assert "Traceback" not in stderr, stderr
     if code == 0:
