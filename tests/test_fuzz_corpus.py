@@ -415,7 +415,21 @@ def _gpu_edge(d: Path) -> None:
     jobs.to_csv(d / "t" / "job_info_df.csv", index=False)
 
 
+def _multiline_model(d: Path) -> None:
+    """A node's GPU model holding a line break (a mangled CSV): messages listing the models
+    must stay one line."""
+    write_tiny_trace(d / "t")
+    nodes = pd.read_csv(d / "t" / "node_info_df.csv")
+    nodes.loc[0, "gpu_model"] = ",1,64,a0\nA10"
+    nodes.to_csv(d / "t" / "node_info_df.csv", index=False)
+    jobs = pd.read_csv(d / "t" / "job_info_df.csv")
+    jobs.loc[1, "gpu_model"] = "H100"
+    jobs.to_csv(d / "t" / "job_info_df.csv", index=False)
+
+
 def _edge_cases() -> None:
+    case("numeric-edge", "node-model-with-a-line-break", ("trace", "stats", "{d}/t"),
+         "gpu_model", make=_multiline_model, contains="'H100'")
     def set_gpus(value: float) -> Callable[[Path], None]:
         def make(d: Path) -> None:
             doc = json.loads(TINY_INSTANCE.read_text())
