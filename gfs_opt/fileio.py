@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from gfs_opt.errors import GfsError
+from gfs_opt.interrupts import held
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -169,8 +170,6 @@ def write_folder(final: Path, fill: Callable[[Path], None]) -> Path:
     replaced). Interrupted, the temporary folder is removed; `remove_partial_folders` clears
     what a killed process left. The rename itself runs with interrupts held back
     (`gfs_opt.interrupts.held`), so a signal cannot fall between it and the caller's records."""
-    from gfs_opt.interrupts import held
-
     final = Path(final)
     with writing(final):
         final.parent.mkdir(parents=True, exist_ok=True)

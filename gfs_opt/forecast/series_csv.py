@@ -142,7 +142,6 @@ def _long(df: pd.DataFrame, path: Path, tcol: str, scol: str, vcol: str) -> pd.D
 def _wide(df: pd.DataFrame, path: Path, tcol: str) -> pd.DataFrame:
     ds = _times(df, tcol, path)
     _check_span(ds, path, tcol)
-    _duplicates(ds, None, path, tcol)
     parts = []
     for col in df.columns:
         if col == tcol:
@@ -152,5 +151,6 @@ def _wide(df: pd.DataFrame, path: Path, tcol: str) -> pd.DataFrame:
                                    f"(one numeric column per series); accepted: {ACCEPTED}")
         y = numeric_column(df, col, path, minimum=0, maximum=MAX_DEMAND)
         parts.append(pd.DataFrame({"ds": ds.to_numpy(), "series": str(col), "y": y}))
+    _duplicates(ds, None, path, tcol)       # a wide file is known to be one once its columns are
     return pd.concat(parts, ignore_index=True).sort_values(
         ["series", "ds"], kind="stable").reset_index(drop=True)

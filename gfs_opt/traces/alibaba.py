@@ -51,6 +51,11 @@ _NODE_TEXT = ["gpu_model", "node_name"]
 _JOB_TEXT = ["job_name", "organization", "gpu_model", "job_type"]
 
 
+def _name(text: str) -> str:
+    """A GPU model for a message: as written when it is plain text, else quoted on one line."""
+    return text if text.isprintable() else shown(text)
+
+
 def nodes_from_raw(raw: pd.DataFrame, source: object = "<memory>") -> pd.DataFrame:
     """Validate a raw node frame and return it in gfs_opt columns (node_name, pool, gpus, cpus)."""
     require_columns(raw, RAW_NODE_COLUMNS, source)
@@ -103,7 +108,7 @@ def jobs_from_raw(raw: pd.DataFrame, nodes: pd.DataFrame,
     room = pool.map(biggest).fillna(0).to_numpy(dtype=np.int64)
     fail_first(uses_gpu & (gpus_needed > room), source, "gpu_request",
                lambda p: f"a worker needs {shown(gpu_req[p])} GPUs but the largest "
-                         f"{shown(pool.iloc[p])} node has {room[p]}")
+                         f"{_name(pool.iloc[p])} node has {room[p]}")
 
     cls = jtype.map(CLASS_OF_JOB_TYPE)
     jobs = pd.DataFrame({
