@@ -164,12 +164,15 @@ def write_csv(path: Path, df: pd.DataFrame, *, index: bool = False, label: objec
 TMP_FOLDER = ".tmp-"
 
 
-def write_folder(final: Path, fill: Callable[[Path], None]) -> Path:
+def write_folder(final: Path, fill: Callable[[Path], None],
+                 then: Callable[[], None] | None = None) -> Path:
     """Write a folder whole or not at all: ``fill(tmp)`` writes into a temporary sibling
     (``.tmp-NAME-XXXX``), which is renamed to ``final`` when complete (an earlier ``final`` is
     replaced). Interrupted, the temporary folder is removed; `remove_partial_folders` clears
-    what a killed process left. The rename itself runs with interrupts held back
-    (`gfs_opt.interrupts.held`), so a signal cannot fall between it and the caller's records."""
+    what a killed process left. The rename and ``then()`` (the caller's record of the folder) run
+    with interrupts held back (`gfs_opt.interrupts.held`): a signal cannot fall between them, so
+    the caller's records and the folders on disk agree. Writing the files is not held (a signal
+    there removes the temporary folder)."""
     final = Path(final)
     with writing(final):
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -185,6 +188,8 @@ def write_folder(final: Path, fill: Callable[[Path], None]) -> Path:
                     shutil.rmtree(old, ignore_errors=True)
                 else:
                     os.replace(tmp, final)
+                if then is not None:
+                    then()
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

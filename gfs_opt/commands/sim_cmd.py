@@ -370,12 +370,16 @@ def _compare(args: argparse.Namespace) -> int:
             warned.add(load)
             _warn(f"{n_hp} HP / {n_lp} LP job(s) at load {load} can never be placed (a gang "
                   f"larger than its whole pool); counted in never_placeable_hp/_lp")
-        # a signal waits for the run folder to be renamed into place and recorded, so what the
-        # interrupt message counts and compare.csv lists is exactly what is on disk
-        with held():
-            if args.out:
-                o.write_folder(folder(load, pol, seed))
+        def record() -> None:
             done.setdefault(seed, {}).setdefault(load, {})[pol] = o
+
+        # recorded as its folder is renamed into place, no signal in between: what the interrupt
+        # message counts and compare.csv lists is exactly what is on disk
+        if args.out:
+            o.write_folder(folder(load, pol, seed), then=record)
+        else:
+            with held():
+                record()
 
     if args.out:      # temporary folders a killed earlier compare left (never a finished run)
         for sub in (args.out.glob("*/*") if multi else args.out.glob("*")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,11 @@ class RunOutput:
     #: the quota it gave; None where not recorded (a live Slurm replay, an older run)
     feedback: pd.DataFrame | None = None
 
-    def write_folder(self, final: Path) -> Path:
+    def write_folder(self, final: Path, then: Callable[[], None] | None = None) -> Path:
         """Write every table into the run folder ``final``, which appears whole (every table)
-        or not at all (`fileio.write_folder`); an earlier folder of that name is replaced."""
-        return write_folder(final, self.write)
+        or not at all (`fileio.write_folder`, with ``then`` run as it is renamed into place); an
+        earlier folder of that name is replaced."""
+        return write_folder(final, self.write, then)
 
     def write(self, out: Path) -> None:
         """Write every table into ``out`` (a folder that may hold other files); each file

@@ -122,14 +122,16 @@ def cell_record(cell: Cell, outcome: CellOutcome, engine: str) -> dict[str, Any]
         "traceback": outcome.traceback, "timing": timing})
 
 
-def write_cell(cells_dir: Path, cell: Cell, outcome: CellOutcome, engine: str) -> None:
-    """Write one cell folder whole or not at all (replacing an earlier, failed, record of it)."""
+def write_cell(cells_dir: Path, cell: Cell, outcome: CellOutcome, engine: str,
+               then: Callable[[], None] | None = None) -> None:
+    """Write one cell folder whole or not at all (replacing an earlier, failed, record of it);
+    ``then`` runs as it is renamed into place (`fileio.write_folder`)."""
     def fill(tmp: Path) -> None:
         if outcome.output is not None:
             outcome.output.write(tmp)
         _write_text(tmp / CELL_FILE, json.dumps(cell_record(cell, outcome, engine), indent=1))
 
-    write_folder(cells_dir / cell.id, fill)
+    write_folder(cells_dir / cell.id, fill, then)
 
 
 def read_record(cells_dir: Path, cid: str) -> dict[str, Any] | None:
@@ -324,9 +326,10 @@ def run_sweep(cells: Sequence[Cell], out: Path, engine: Engine, *, resume: bool 
 
     def on_done(outcome: CellOutcome) -> None:
         cell = by_id[outcome.id]
-        with held():       # a signal here waits: the folder on disk and the count agree
-            write_cell(cells_dir, cell, outcome, engine.name)
+        def count() -> None:      # as the folder is renamed: the count and the disk agree
             counts["ok" if outcome.ok else "failed"] += 1
+
+        write_cell(cells_dir, cell, outcome, engine.name, then=count)
         if not outcome.ok:
             msg = f"cell {cell.id} ({_describe(cell)}) failed: {' '.join(outcome.error.split())}"
             if bar is not None:
