@@ -33,6 +33,7 @@ class _State:
         self.pending = False
         self.raised = False                 # a KeyboardInterrupt is on its way (raised once)
         self.early = False                  # installed at start-up, held until the command runs
+        self.command = False                # installed by the command itself (not a test)
         self.previous: dict[int, Any] = {}
 
 
@@ -68,6 +69,7 @@ def install(early: bool = False) -> None:
     previous = _state.previous if _state.previous else {}
     _state = _State()
     _state.early = early
+    _state.command = early
     _state.held = 1 if early else 0
     for sig in SIGNALS:
         old = signal.signal(sig, _handler)
@@ -82,9 +84,35 @@ def release_early() -> None:
         _release()
 
 
+def interrupted_by(signum: int) -> KeyboardInterrupt:
+    """The interrupt for a signal another handler caught first (e.g. ``ray.init``'s): counted
+    as if ours had, so the exit status and later signals are handled the same way."""
+    _state.count += 1
+    if _state.signum is None:
+        _state.signum = signum
+    _state.raised = True
+    return KeyboardInterrupt()
+
+
+def reclaim() -> None:
+    """Take SIGINT and SIGTERM back after a library set its own handlers (``ray.init`` makes
+    SIGTERM a bare ``sys.exit(15)``, which would skip saying what was kept)."""
+    if threading.current_thread() is not threading.main_thread() or not _state.previous:
+        return
+    for sig in SIGNALS:
+        signal.signal(sig, _handler)
+
+
 def uninstall() -> None:
-    """Restore the handlers `install` replaced."""
+    """Restore the handlers `install` replaced. The command itself (installed early) keeps its
+    handlers to the end of the process, ignoring further signals: once it has returned there is
+    nothing left to stop, and a signal during the interpreter's exit (a local Ray shutting
+    down) must not end it by the default action, as if it had been cut short."""
     if threading.current_thread() is not threading.main_thread():
+        return
+    if _state.command:
+        _state.raised = True
+        _state.held = 0
         return
     for sig, old in _state.previous.items():
         signal.signal(sig, old if old is not None else signal.SIG_DFL)

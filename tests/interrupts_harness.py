@@ -44,7 +44,7 @@ class Job:
     started: float
 
 
-def command(kind: str, root: Path, workers: int = 2) -> list[str]:
+def command(kind: str, root: Path, workers: int = 2, engine: str = "local") -> list[str]:
     out = root / "out"
     if kind == "compare":
         trace = root / "trace"
@@ -55,11 +55,12 @@ def command(kind: str, root: Path, workers: int = 2) -> list[str]:
     spec = root / "tiny.toml"
     if not spec.exists():
         write_spec(root, policies=tuple(POLICIES.split(",")), seeds=(0,))
-    return ["sweep", str(spec), "--workers", str(workers), "--no-progress", "--out", str(out)]
+    return ["sweep", str(spec), "--workers", str(workers), "--no-progress", "--out", str(out),
+            "--engine", engine]
 
 
-def start(kind: str, root: Path, workers: int = 2) -> Job:
-    argv = [sys.executable, "-m", "gfs_opt.cli", *command(kind, root, workers)]
+def start(kind: str, root: Path, workers: int = 2, engine: str = "local") -> Job:
+    argv = [sys.executable, "-m", "gfs_opt.cli", *command(kind, root, workers, engine)]
 
     def child() -> None:
         # pytest-xdist workers ignore SIGINT, and an ignored signal stays ignored across exec
@@ -91,6 +92,13 @@ def group_members(pgid: int) -> set[int]:
         if fields[0] != "Z" and int(fields[2]) == pgid:
             found.add(int(stat.parent.name))
     return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
 
 
 def wait_group_gone(pgid: int, seconds: float = 5.0) -> set[int]:
@@ -127,7 +135,8 @@ def finish(job: Job, sig: int | None, timeout: float = 120) -> tuple[int, str]:
         raise AssertionError(f"{job.kind} did not stop within {timeout} s") from None
     code = job.proc.returncode
     alive = wait_group_gone(job.proc.pid)
-    assert not alive, f"processes of the command still alive 5 s after it exited: {alive}"
+    assert not alive, ("processes of the command still alive 5 s after it exited: "
+                       + ", ".join(f"{p} {_comm(p)}" for p in alive))
     leftovers = [p for p in job.out.rglob(".*")] if job.out.exists() else []
     assert not leftovers, leftovers
     folders = run_folders(job) if job.out.exists() else []

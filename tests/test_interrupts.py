@@ -9,7 +9,8 @@ and the instant, over the whole life of the command; it is slow (-m slow, its ow
 
     python -m pytest -q -n 0 -m slow tests/test_interrupts.py
 
-GFS_INTERRUPT_EXAMPLES sets how many instants it draws (default 200).
+GFS_INTERRUPT_EXAMPLES sets how many instants it draws (default 200). A sweep on a local Ray is
+killed the same way (slow too: Ray takes its time to start).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from interrupts_harness import finish, run_folders, send, start
+from interrupts_harness import finish, group_members, run_folders, send, start
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -70,3 +71,20 @@ def test_interrupt_at_any_instant(durations: dict[str, float], tmp_path_factory:
     time.sleep(at * durations[kind])
     send(job, sig, group)
     finish(job, sig)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", [False, True], ids=["process", "group"])
+@pytest.mark.parametrize("wait_s", [0.0, 5.0])
+def test_sigterm_stops_a_local_ray(tmp_path: Path, group: bool, wait_s: float) -> None:
+    """A sweep on a local Ray, SIGTERM once Ray's processes are up (during ``ray.init``, which
+    sets its own SIGTERM handler, or later): Ray stops with the command, nothing is left."""
+    pytest.importorskip("ray")
+    job = start("sweep", tmp_path, workers=2, engine="ray")
+    deadline = time.monotonic() + 180
+    while len(group_members(job.proc.pid)) < 6:      # the driver, GCS, raylet, agents …
+        assert job.proc.poll() is None and time.monotonic() < deadline, job.proc.communicate()
+        time.sleep(0.2)
+    time.sleep(wait_s)
+    send(job, signal.SIGTERM, group)
+    finish(job, signal.SIGTERM, timeout=180)
