@@ -90,8 +90,8 @@ def _run(argv: Sequence[str] | None) -> int:
         _error(f"{where}{exc.strerror or type(exc).__name__}")
         return 2
     except KeyboardInterrupt as exc:   # a handler may say what was saved and how to go on
-        command = args.command if args is not None else "gfs-opt"
-        sys.stderr.write(f"gfs-opt: {str(exc) or f'{command} interrupted'}\n")
+        said = str(exc) or (f"{args.command} interrupted" if args is not None else "interrupted")
+        sys.stderr.write(f"gfs-opt: {said}\n")
         return interrupts.exit_code()
 
 

@@ -14,6 +14,7 @@ exits at once.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import threading
@@ -31,7 +32,9 @@ class _State:
         self.count = 0
         self.held = 0
         self.pending = False
-        self.raised = False                 # a KeyboardInterrupt is on its way (raised once)
+        self.stopping = False               # a signal came: the command is stopping
+        self.delivered = False              # its KeyboardInterrupt was raised (once)
+        self.retry = False                  # the next call of `_handler` is `_retry_soon`'s
         self.early = False                  # installed at start-up, held until the command runs
         self.command = False                # installed by the command itself (not a test)
         self.previous: dict[int, Any] = {}
@@ -41,17 +44,36 @@ _state = _State()
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    _state.count += 1
-    if _state.signum is None:
-        _state.signum = signum
-    if _state.count >= 3:            # asked three times: stop now, whatever is half-done
-        os._exit(128 + signum)
+    retry, _state.retry = _state.retry, False
+    if not retry:
+        _state.count += 1
+        if _state.signum is None:
+            _state.signum = signum
+        if _state.count >= 3:            # asked three times: stop now, whatever is half-done
+            os._exit(128 + signum)
+        if _state.stopping:              # already stopping: let the clean-up finish
+            return
+        _state.stopping = True
     if _state.held:
         _state.pending = True
         return
-    if not _state.raised:        # later signals: already stopping, let the clean-up finish
-        _state.raised = True
-        raise KeyboardInterrupt
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        # raised inside the import machinery the interrupt can be swallowed (a module lock's
+        # weakref callback prints "Exception ignored" and the command runs on): again shortly
+        _retry_soon()
+        return
+    _state.delivered = True
+    raise KeyboardInterrupt
+
+
+def _retry_soon() -> None:
+    def fire() -> None:
+        _state.retry = True
+        _thread.interrupt_main(signal.SIGINT)   # runs `_handler` in the main thread
+
+    timer = threading.Timer(0.02, fire)
+    timer.daemon = True
+    timer.start()
 
 
 def install(early: bool = False) -> None:
@@ -90,7 +112,7 @@ def interrupted_by(signum: int) -> KeyboardInterrupt:
     _state.count += 1
     if _state.signum is None:
         _state.signum = signum
-    _state.raised = True
+    _state.stopping = _state.delivered = True
     return KeyboardInterrupt()
 
 
@@ -111,7 +133,7 @@ def uninstall() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     if _state.command:
-        _state.raised = True
+        _state.stopping = _state.delivered = True
         _state.held = 0
         return
     for sig, old in _state.previous.items():
@@ -143,8 +165,8 @@ def _release() -> None:
     _state.held -= 1
     if not _state.held and _state.pending:
         _state.pending = False
-        if not _state.raised:
-            _state.raised = True
+        if not _state.delivered:
+            _state.delivered = True
             raise KeyboardInterrupt
 
 

@@ -171,7 +171,8 @@ def _check_complete(job: Job, folders: list[Path]) -> None:
 
 def _check_message(job: Job, line: str, folders: list[Path]) -> None:
     if job.kind == "compare":
-        if "no run had finished" in line or line == "gfs-opt: compare interrupted":
+        if "no run had finished" in line or line in ("gfs-opt: compare interrupted",
+                                                     "gfs-opt: interrupted"):
             assert not folders, (line, folders)
             assert not (job.out / "compare.csv").exists()
             return
@@ -183,7 +184,7 @@ def _check_message(job: Job, line: str, folders: list[Path]) -> None:
         listed = pd.read_csv(job.out / "compare.csv")
         assert sorted(listed["policy"]) == sorted(f.name for f in folders), (listed, folders)
         return
-    if line == "gfs-opt: sweep interrupted":       # before the sweep had started
+    if line in ("gfs-opt: sweep interrupted", "gfs-opt: interrupted"):   # before it started
         assert not folders, (line, folders)
         return
     m = re.search(r"sweep interrupted: (\d+) of (\d+) cells finished", line)
