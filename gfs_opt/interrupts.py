@@ -57,13 +57,25 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     if _state.held:
         _state.pending = True
         return
-    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
-        # raised inside the import machinery the interrupt can be swallowed (a module lock's
-        # weakref callback prints "Exception ignored" and the command runs on): again shortly
+    if _importing(frame):
+        # raised during an import the interrupt can be swallowed (a module lock's weakref
+        # callback, an extension module calling back into Python, print it and run on, and the
+        # command would finish as if never interrupted): deliver it once the import is done
         _retry_soon()
         return
     _state.delivered = True
     raise KeyboardInterrupt
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether the main thread is inside an import (a frame of the import machinery below)."""
+    for _ in range(500):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _retry_soon() -> None:
