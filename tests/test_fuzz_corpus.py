@@ -9,17 +9,23 @@ no hang. The cases run in-process (`gfs_opt.cli.main`) under an alarm, so the co
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import subprocess
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from standins import write_alibaba_standin
-from test_fuzz_cli import run_cli
+from test_fuzz_cli import CALL_LIMIT_S, alarm, run_cli
 from tiny_trace import write_tiny_trace
+
+from gfs_opt.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_INSTANCE = REPO / "instances" / "tiny-01-cheapest-victim.json"
@@ -361,6 +367,17 @@ def _forecast_cases() -> None:
         "wide-hour-negative": ("hour,a\n-1,3\n", ("row 2",)),
         "wide-hour-fraction": ("hour,a\n0.5,3\n", ("row 2",)),
         "binary": ("\x00\xff\x00", ()),
+        "duplicate-series-ds": ("ds,series,y\n2024-03-01 00:00,a,1\n2024-03-01 01:00,a,2\n"
+                                "2024-03-01 00:00,a,3\n", ("first at row 2",)),
+        "wide-duplicate-time": ("hour,a\n0,1\n1,2\n0,3\n", ("first at row 2",)),
+        "negative-y": ("ds,series,y\n2024-03-01 00:00,a,-1\n", ("negative value -1",)),
+        "wide-negative": ("hour,a\n0,1\n1,-0.5\n", ("negative value -0.5",)),
+        "absurd-y": ("ds,series,y\n2024-03-01 00:00,a,1e308\n2024-03-01 01:00,a,1e308\n",
+                     ("1e+308",)),
+        "mixed-zones": ("ds,series,y\n2024-03-01 00:00,a,1\n2024-03-01 01:00+00:00,a,2\n",
+                        ("mixed time zones",)),
+        "two-offsets": ("ds,series,y\n2024-03-01 00:00+00:00,a,1\n2024-03-01 01:00+02:00,a,2\n",
+                        ("mixed time zones",)),
     }
     for name, (text, extra) in files.items():
         for cmd in (("forecast", "series", "--out", "{d}/out.csv"),
@@ -375,7 +392,86 @@ def _forecast_cases() -> None:
          make=lambda d: (d / "demand.csv").write_text("ds,series,y\n2024-03-01 00:00,a,1\n"))
 
 
+# ---- numeric edge values: shown as given, refused by the same rule everywhere ---------------------
+def _deep_json(d: Path) -> None:
+    doc = json.loads(TINY_INSTANCE.read_text())
+    nested: object = 0
+    for _ in range(500):
+        nested = [nested]
+    doc["meta"] = {"deep": nested}
+    (d / "deep.json").write_text(json.dumps(doc))
+
+
+def _huge_json(d: Path) -> None:
+    with open(d / "huge.json", "wb") as fh:     # sparse: no disk is used
+        fh.truncate(300 * 2**20)
+
+
+def _gpu_edge(d: Path) -> None:
+    write_tiny_trace(d / "t")
+    jobs = pd.read_csv(d / "t" / "job_info_df.csv")
+    jobs["gpu_request"] = jobs["gpu_request"].astype(object)
+    jobs.loc[1, "gpu_request"] = "8.0000001"
+    jobs.to_csv(d / "t" / "job_info_df.csv", index=False)
+
+
+def _multiline_model(d: Path) -> None:
+    """A node's GPU model holding a line break (a mangled CSV): messages listing the models
+    must stay one line."""
+    write_tiny_trace(d / "t")
+    nodes = pd.read_csv(d / "t" / "node_info_df.csv")
+    nodes.loc[0, "gpu_model"] = ",1,64,a0\nA10"
+    nodes.to_csv(d / "t" / "node_info_df.csv", index=False)
+    jobs = pd.read_csv(d / "t" / "job_info_df.csv")
+    jobs.loc[1, "gpu_model"] = "H100"
+    jobs.to_csv(d / "t" / "job_info_df.csv", index=False)
+
+
+def _edge_cases() -> None:
+    case("numeric-edge", "node-model-with-a-line-break", ("trace", "stats", "{d}/t"),
+         "gpu_model", make=_multiline_model, contains="'H100'")
+    def set_gpus(value: float) -> Callable[[Path], None]:
+        def make(d: Path) -> None:
+            doc = json.loads(TINY_INSTANCE.read_text())
+            doc["jobs"][0]["gpus_per_worker"] = value
+            (d / "i.json").write_text(json.dumps(doc))
+        return make
+
+    for v, shown in ((8.0000001, "8.0000001"), (1.5, "1.5"), (2.000000000001, "2.000000000001")):
+        case("numeric-edge", f"instance-gpus-per-worker-{shown}", ("solve", "{d}/i.json"),
+             "gpus_per_worker", make=set_gpus(v), contains=shown)
+    case("numeric-edge", "trace-gpu-request-8.0000001", ("trace", "stats", "{d}/t"),
+         "gpu_request", make=_gpu_edge, contains="8.0000001")
+    case("numeric-edge", "instance-nested-500-deep", ("solve", "{d}/deep.json"), "deep.json",
+         make=_deep_json, contains="nested 502 levels deep")
+    case("numeric-edge", "instance-300-mb", ("solve", "{d}/huge.json"),
+         "huge.json", make=_huge_json, contains="limited to 256 MB")
+    for window, why in ((("-86400", "90000"), "-86400"), (("2024-03-02", "1e400"), "1e400"),
+                        (("nan", "90000"), "nan"), (("0", "inf"), "inf")):
+        for cmd in ("simulate", "compare"):
+            case("numeric-edge", f"{cmd}-window-{'_'.join(window)}",
+                 (cmd, "--window", *window), "--window", contains=why)
+    case("numeric-edge", "simulate-window-before-the-trace",
+         ("simulate", "--trace", "{d}/toy", "--policy", "yarn-cs", "--no-progress", "--window",
+          "2023-03-01", "2024-03-02"), "2023-03-01", make=_toy, contains="before the start")
+    case("numeric-edge", "simulate-replay-from-negative", ("simulate", "--replay-from", "-5"),
+         "--replay-from")
+    big = ('setup = "small"\npolicies = ["yarn-cs", "fgd"]\nseeds = ['
+           + ", ".join(map(str, range(1010))) + "]\nloads = [0.5, 1, 1.5, 2, 3, 4, 5, 6, 7, 8]\n")
+    case("numeric-edge", "sweep-grid-too-large", ("sweep", "{d}/spec.toml", "--dry-run"),
+         "spec.toml", make=lambda d: (d / "spec.toml").write_text(big), contains="20,200 cells")
+    case("numeric-edge", "sweep-grid-above-max-cells",
+         ("sweep", "{d}/spec.toml", "--dry-run", "--max-cells", "3"), "spec.toml",
+         make=lambda d: (d / "spec.toml").write_text(
+             'setup = "small"\npolicies = ["yarn-cs", "fgd"]\nseeds = [0, 1]\n'),
+         contains="4 cells, more than the limit of 3")
+    for v in ("0", "-1", "1.5", "inf"):
+        case("numeric-edge", f"sweep-max-cells-{v}",
+             ("sweep", "{d}/spec.toml", "--max-cells", v), "--max-cells", make=_afile_and_spec)
+
+
 _flag_cases()
+_edge_cases()
 _instance_cases()
 _trace_cases()
 _sweep_cases()
@@ -388,7 +484,7 @@ def test_corpus_size() -> None:
     assert len(CASES) >= 200
     assert len({(c.surface, c.id) for c in CASES}) == len(CASES), "case ids must be unique"
     assert {"cli-flags", "instance-json", "trace-alibaba", "trace-openb", "trace-chronus",
-            "sweep-spec", "forecast-csv"} <= set(counts)
+            "sweep-spec", "forecast-csv", "numeric-edge"} <= set(counts)
 
 
 @pytest.mark.parametrize("c", CASES, ids=[f"{c.surface}:{c.id}" for c in CASES])
@@ -405,3 +501,150 @@ def test_bad_input_is_one_named_line(c: Case, tmp_path: Path,
     assert len(lines) == 1 and lines[0].startswith("gfs-opt: error: "), err
     assert c.names.replace("{d}", str(tmp_path)) in lines[0], (c.names, lines[0])
     assert c.contains in lines[0], (c.contains, lines[0])
+
+
+# ---- output errors: a full device, a closed pipe, a read-only folder ---------------------------
+# Every command that writes (standard output included) ends with exit 2 and one line naming what
+# it could not write. Standard output is replaced in-process by /dev/full or by a pipe whose
+# reader has gone; a read-only folder is a read-only tmpfs (root) or a 0555 folder (others).
+def _spec(d: Path) -> None:
+    write_tiny_trace(d / "trace", n=4)
+    (d / "spec.toml").write_text('trace = "trace"\nwindow = ["2024-03-01", "2024-03-02"]\n'
+                                 'policies = ["yarn-cs"]\ndrain_days = 0.5\n')
+
+
+TINY_SIM = ("--trace", "{d}/trace", "--window", "2024-03-01", "2024-03-02", "--policy", "yarn-cs",
+            "--no-progress")
+#: (id, argv, make): commands whose standard output is checked
+STDOUT_COMMANDS: list[tuple[str, tuple[str, ...], Callable[[Path], None] | None]] = [
+    ("help", ("--help",), None),
+    ("trace-stats", ("trace", "stats", "small"), None),
+    ("data-list", ("data", "list"), None),
+    ("instance-schema", ("instance", "schema"), None),
+    ("instance-show", ("instance", "show", str(TINY_INSTANCE)), None),
+    ("instance-validate", ("instance", "validate", str(TINY_INSTANCE)), None),
+    ("solve", ("solve", str(TINY_INSTANCE)), None),
+    ("solve-json", ("solve", str(TINY_INSTANCE), "--json"), None),
+    ("simulate", ("simulate", *TINY_SIM), lambda d: write_tiny_trace(d / "trace", n=4)),
+    ("simulate-json", ("simulate", *TINY_SIM, "--json"),
+     lambda d: write_tiny_trace(d / "trace", n=4)),
+    ("compare", ("compare", *TINY_SIM[:5], "--policies", "yarn-cs", "--workers", "1",
+                 "--no-progress"), lambda d: write_tiny_trace(d / "trace", n=4)),
+    ("sweep-dry-run", ("sweep", "{d}/spec.toml", "--dry-run"), _spec),
+    ("sweep", ("sweep", "{d}/spec.toml", "--workers", "1", "--no-progress", "--out", "{d}/sw"),
+     _spec),
+    ("forecast-series", ("forecast", "series", "--data", "{d}/demand.csv", "--out", "{d}/o.csv"),
+     lambda d: (d / "demand.csv").write_text("ds,series,y\n2024-03-01 00:00,a,1\n")),
+    ("reproduce-help", ("reproduce", "--help"), None),
+    ("slurm-help", ("slurm", "--help"), None),
+]
+
+
+@contextlib.contextmanager
+def _stdout_to(where: str) -> Iterator[None]:
+    if where == "full":
+        stream = open("/dev/full", "w")  # noqa: SIM115
+    else:
+        r, w = os.pipe()
+        os.close(r)                                  # the reader is gone
+        stream = os.fdopen(w, "w")
+    try:
+        with contextlib.redirect_stdout(stream):
+            yield
+    finally:
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
+def _one_error_line(code: int, err: str, names: str) -> None:
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("gfs-opt: warning")]
+    assert code == 2, (code, err)
+    assert len(lines) == 1 and lines[0].startswith("gfs-opt: error: cannot write"), err
+    assert names in lines[0], (names, lines[0])
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("where", ["full", "closed-pipe"])
+@pytest.mark.parametrize("cid,argv,make", STDOUT_COMMANDS, ids=[c[0] for c in STDOUT_COMMANDS])
+def test_stdout_that_cannot_be_written_is_one_line(
+        cid: str, argv: tuple[str, ...], make: Callable[[Path], None] | None, where: str,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    if make is not None:
+        make(tmp_path)
+    err = io.StringIO()
+    with _stdout_to(where), contextlib.redirect_stderr(err), alarm(CALL_LIMIT_S):
+        code = main([a.replace("{d}", str(tmp_path)) for a in argv])
+    _one_error_line(code, err.getvalue(), "standard output")
+
+
+#: (id, argv, make, what the message names): commands writing a file given by --out
+FILE_COMMANDS = [
+    ("forecast-series-dev-full", ("forecast", "series", "--data", "{d}/demand.csv", "--out",
+                                  "/dev/full"),
+     lambda d: (d / "demand.csv").write_text("ds,series,y\n2024-03-01 00:00,a,1\n"), "/dev/full"),
+    ("solve-export-dev-full", ("solve", str(TINY_INSTANCE), "--export", "lp", "--out",
+                               "/dev/full"), None, "/dev/full"),
+]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("cid,argv,make,names", FILE_COMMANDS, ids=[c[0] for c in FILE_COMMANDS])
+def test_file_on_a_full_device_is_one_line(cid: str, argv: tuple[str, ...],
+                                           make: Callable[[Path], None] | None, names: str,
+                                           tmp_path: Path) -> None:
+    if make is not None:
+        make(tmp_path)
+    code, _out, err = run_cli(*(a.replace("{d}", str(tmp_path)) for a in argv))
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("gfs-opt: error: "), err
+    assert names in lines[0] and "No space left" in lines[0], lines[0]
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[Path]:
+    """A folder no one can write into: a read-only tmpfs as root, a 0555 folder otherwise."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if os.geteuid() != 0:
+        ro.chmod(0o555)
+        yield ro
+        ro.chmod(0o755)
+        return
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "gfs-opt-ro", str(ro)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a read-only tmpfs here")
+    try:
+        yield ro
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+READ_ONLY_COMMANDS = [
+    ("simulate", ("simulate", "--out", "{ro}/o")),
+    ("compare", ("compare", "--out", "{ro}/o")),
+    ("sweep", ("sweep", "{d}/spec.toml", "--out", "{ro}/o")),
+    ("instance-dump", ("instance", "dump", "--out", "{ro}/o")),
+    ("trace-synth", ("trace", "synth", "--out", "{ro}/o")),
+    ("forecast-backtest", ("forecast", "backtest", "--data", "alibaba-hourly", "--out", "{ro}/o")),
+    ("forecast-series", ("forecast", "series", "--data", "alibaba-hourly", "--out", "{ro}/o.csv")),
+    ("solve-export", ("solve", str(TINY_INSTANCE), "--export", "lp", "--out", "{ro}/o.lp")),
+    ("reproduce", ("reproduce", "--quick", "--out", "{ro}/o")),
+    ("data-fetch", ("data", "fetch", "alibaba-v2026", "--dest", "{ro}/o")),
+]
+
+
+@pytest.mark.parametrize("cid,argv", READ_ONLY_COMMANDS, ids=[c[0] for c in READ_ONLY_COMMANDS])
+def test_read_only_folder_is_one_line(cid: str, argv: tuple[str, ...], read_only: Path,
+                                      tmp_path: Path) -> None:
+    _afile_and_spec(tmp_path)
+    args = [a.replace("{ro}", str(read_only)).replace("{d}", str(tmp_path)) for a in argv]
+    code, _out, err = run_cli(*args)
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("gfs-opt: error: "), err
+    assert str(read_only) in lines[0] and ("Read-only" in lines[0] or "ermission" in lines[0]), \
+        lines[0]

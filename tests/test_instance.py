@@ -442,7 +442,7 @@ def test_damaged_files_give_one_line_each(tmp_path: Path) -> None:
     }
     expected = {"empty.json": "empty file", "blank.json": "empty file", "binary.json": "not UTF-8",
                 "dup.json": "duplicate key \"format\"", "nan.json": "NaN is not allowed",
-                "array.json": "top level must be a JSON object", "deep.json": "not valid JSON"}
+                "array.json": "top level must be a JSON object", "deep.json": "levels deep; an instance file nests at most"}
     for name, content in cases.items():
         (tmp_path / name).write_bytes(content)
         problems = validate_file(tmp_path / name)

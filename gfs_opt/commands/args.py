@@ -67,6 +67,18 @@ seed = number(0, MAX_SEED, integer=True)
 lp_load = number(0, MAX_LP_LOAD)
 
 
+def time_point(text: str) -> str:
+    """A window bound or replay start: a date or finite seconds ≥ 0 (the sweep spec's rule,
+    `gfs_opt.traces.base.check_time`); kept as text, read against the trace's origin later."""
+    from gfs_opt.traces.base import check_time
+
+    try:
+        check_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def seeds(text: str) -> tuple[int, ...]:
     """``0,1,2`` → (0, 1, 2): whole numbers in [0, 2³²−1], no duplicates, at least one."""
     parts = [p.strip() for p in text.split(",") if p.strip()]

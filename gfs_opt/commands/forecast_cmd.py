@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gfs_opt.commands import args as cargs
-from gfs_opt.fileio import check_out_dir, check_out_file
+from gfs_opt.fileio import check_out_dir, check_out_file, write_csv, writing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,14 +145,15 @@ def _backtest(args: argparse.Namespace) -> int:
           f"its hours)")
     print(report.pivot(index="h", columns="model", values="share").to_string(
         float_format=lambda v: f"{v:.3f}"))
-    args.out.mkdir(parents=True, exist_ok=True)
-    result.metrics.to_csv(args.out / "metrics.csv", index=False)
-    result.lead_metrics.assign(eligible=result.lead_metrics["series"].map(eligible)).to_csv(
-        args.out / "lead_metrics.csv", index=False)
-    report.to_csv(args.out / "calibration.csv", index=False)
-    summary.to_csv(args.out / "summary.csv", index=False)
+    with writing(args.out):
+        args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "metrics.csv", result.metrics)
+    write_csv(args.out / "lead_metrics.csv", result.lead_metrics.assign(
+        eligible=result.lead_metrics["series"].map(eligible)))
+    write_csv(args.out / "calibration.csv", report)
+    write_csv(args.out / "summary.csv", summary)
     if args.save_forecasts:
-        result.forecasts.to_csv(args.out / "forecasts.csv.gz", index=False)
+        write_csv(args.out / "forecasts.csv.gz", result.forecasts)
     png = plot_bands(result.forecasts, args.out / "bands.png", args.quantile)
     print(f"\nwrote {args.out / 'metrics.csv'}, {args.out / 'lead_metrics.csv'}, "
           f"{args.out / 'calibration.csv'}, {args.out / 'summary.csv'}, {png}")
@@ -164,6 +165,6 @@ def _series(args: argparse.Namespace) -> int:
 
     check_out_file(args.out)
     df, description = load_history(args.data, seed=args.seed, columns=_columns(args))
-    df.to_csv(args.out, index=False)
+    write_csv(args.out, df)
     print(f"{description}; wrote {len(df):,} rows to {args.out}")
     return 0

@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--policy", default="gfs",
                    help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs)"))
     d.add_argument("--forecaster", default=None)
-    d.add_argument("--window", nargs=2, metavar=("START", "END"), default=None)
+    d.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,
+                   type=cargs.time_point)
     d.add_argument("--lp-load", type=cargs.lp_load, default=None,
                    help=f"LP arrival multiplier in [0, {cargs.MAX_LP_LOAD:g}] (default 1)")
     d.add_argument("--kind", choices=["preemption", "admission", "any"], default="any")

@@ -6,11 +6,13 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gfs_opt.commands import args as cargs
 from gfs_opt.errors import GfsError
-from gfs_opt.fileio import check_out_dir
+from gfs_opt.fileio import check_out_dir, remove_partial_folders, write_csv
+from gfs_opt.interrupts import held
 
 DEFAULT_POLICIES = "gfs,yarn-cs,chronus,lyra,fgd,yarn-cs+sqa,lyra+sqa,fgd+sqa"
 
@@ -47,7 +49,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                        help="keep the spot quota on until the replay ends (the default)")
     p.add_argument("--check-invariants", action="store_true",
                    help="assert capacity, HP-never-evicted, whole gangs after every round")
-    p.add_argument("--replay-from", default=None, help="start the replay here (date or seconds)")
+    p.add_argument("--replay-from", default=None, type=cargs.time_point,
+                   help="start the replay here (date or seconds)")
     p.add_argument("--out", type=Path, default=None,
                    help="write the run's tables (CSV, summary.json) and plots (PNG) into this "
                         "folder (checked before the run)")
@@ -66,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=cargs.LazyHelp(lambda: f"one of: {cargs.policy_names()} (default gfs); "
                                        + cargs.POLICY_OPTIONS_HELP))
     s.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,
+                   type=cargs.time_point,
                    help="scored window: dates (END exclusive) or seconds since the trace origin")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.add_argument("--scheduler", choices=["default", "slurm"], default="default",
@@ -89,7 +93,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--trace", default=None,
                    help="instead of --setup: " + cargs.TRACE_HELP + "; a setup name here runs that "
                         "setup")
-    c.add_argument("--window", nargs=2, metavar=("START", "END"), default=None)
+    c.add_argument("--window", nargs=2, metavar=("START", "END"), default=None,
+                   type=cargs.time_point,
+                   help="scored window: dates (END exclusive) or seconds since the trace origin")
     c.add_argument("--loads", default=None,
                    help="comma-separated LP loads: low, medium, high or numbers "
                         "(default: the setup's three for paper-a100, else medium)")
@@ -266,9 +272,34 @@ def format_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from gfs_opt.experiments.compare import SeedResults, compare_seeds, format_table, plot
-    from gfs_opt.experiments.runner import RunOutput, RunSpec
+def _compare_interrupted(out: Path | None, done: dict, seeds: list[int], loads: dict,
+                         policies: list[str], folder: Callable[[str, str, int], Path]) -> str:
+    """What an interrupted compare kept, counted from the runs whose folders are on disk (each
+    whole), and compare.csv rewritten to list exactly those."""
+    from gfs_opt.experiments.seed_tables import seed_table
+
+    multi = len(seeds) > 1
+    finished = [(ld, p, sd) for sd in seeds for ld in loads for p in policies
+                if p in done.get(sd, {}).get(ld, {})]
+    pending = [(ld, p, sd) for sd in seeds for ld in loads for p in policies
+               if (ld, p, sd) not in finished]
+    where = (f"{pending[0][1]} @ {pending[0][0]}" + (f" seed {pending[0][2]}" if multi else "")
+             if pending else "the summary")
+    head = f"compare interrupted during {where}"
+    if not finished:
+        return f"{head}; no run had finished" + (f", nothing written to {out}" if out else "")
+    if out is None:
+        return f"{head}; {len(finished)} finished run(s) not saved (no --out)"
+    table = write_csv(out / "compare.csv", seed_table(done))
+    shown = [str(folder(*f)) for f in finished]
+    folders = ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
+    return (f"{head}; {len(finished)} finished run(s) kept, each folder whole: {folders}; "
+            f"listed in {table}")
+
+
+def _report_compare(args: argparse.Namespace, by_seed: dict, seeds: list[int]) -> None:
+    """The table on stdout, and with --out compare.csv (and the seed tables) and the plots."""
+    from gfs_opt.experiments.compare import format_table, plot
     from gfs_opt.experiments.seed_tables import (
         family_seed_summary,
         format_seed_table,
@@ -276,6 +307,39 @@ def _compare(args: argparse.Namespace) -> int:
         seed_summary,
         seed_table,
     )
+
+    multi = len(seeds) > 1
+    df = seed_table(by_seed)
+    if multi:
+        print(format_seed_table(df))
+        for load in identical_seeds(df):
+            _warn(f"every seed gave the same numbers at load {load} (the seed draws nothing on "
+                  f"this trace at this load: a real trace at ×1), so the intervals are 0")
+    else:
+        print(format_table(df))
+        print(f"1 seed ({seeds[0]}): no interval; --seeds 0,1,2 gives each metric a 95 % "
+              f"interval over seeds and says which differences are inside the noise")
+    for seed, results in by_seed.items():      # policies with exact steps: how often they held
+        for load, by_pol in results.items():
+            for pol, o in by_pol.items():
+                if line := milp_line(o.summary):
+                    print(f"{pol} @ {load}" + (f" seed {seed}" if multi else "") + f": {line}")
+    print_warnings({f"{pol} @ {load}" + (f" seed {seed}" if multi else ""): o.summary
+                    for seed, results in by_seed.items() for load, by_pol in results.items()
+                    for pol, o in by_pol.items()})
+    if args.out:
+        written = [write_csv(args.out / "compare.csv", df)]
+        if multi:
+            written += [write_csv(args.out / "compare_seeds.csv", seed_summary(df)),
+                        write_csv(args.out / "compare_families.csv", family_seed_summary(df))]
+        pngs = plot(by_seed[seeds[0]], args.out)
+        print(f"wrote {', '.join(map(str, written))} and {len(pngs)} plots"
+              + (f" (seed {seeds[0]})" if multi else "") + f" to {args.out}")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from gfs_opt.experiments.compare import SeedResults, compare_seeds
+    from gfs_opt.experiments.runner import RunOutput, RunSpec
     from gfs_opt.experiments.setups import LOADS, SETUPS
 
     if args.setup and args.trace:
@@ -328,57 +392,31 @@ def _compare(args: argparse.Namespace) -> int:
         return args.out / load / pol / f"seed{seed}" if multi else args.out / load / pol
 
     def finished(load: str, pol: str, seed: int, o: RunOutput) -> None:
-        done.setdefault(seed, {}).setdefault(load, {})[pol] = o
         n_hp, n_lp = o.summary.get("never_placeable_hp", 0), o.summary.get("never_placeable_lp", 0)
         if (n_hp or n_lp) and load not in warned:
             warned.add(load)
             _warn(f"{n_hp} HP / {n_lp} LP job(s) at load {load} can never be placed (a gang "
                   f"larger than its whole pool); counted in never_placeable_hp/_lp")
-        if args.out:
-            o.write(folder(load, pol, seed))
+        def record() -> None:
+            done.setdefault(seed, {}).setdefault(load, {})[pol] = o
 
+        # recorded as its folder is renamed into place, no signal in between: what the interrupt
+        # message counts and compare.csv lists is exactly what is on disk
+        if args.out:
+            o.write_folder(folder(load, pol, seed), then=record)
+        else:
+            with held():
+                record()
+
+    if args.out:      # temporary folders a killed earlier compare left (never a finished run)
+        for sub in (args.out.glob("*/*") if multi else args.out.glob("*")):
+            remove_partial_folders(sub)
     try:
         by_seed = compare_seeds(base, policies, loads, seeds, progress=not args.no_progress,
                                 on_result=finished, workers=args.workers or os.cpu_count() or 1)
+        _report_compare(args, by_seed, seeds)
     except KeyboardInterrupt:
-        pending = [(ld, p, sd) for sd in seeds for ld in loads for p in policies
-                   if p not in done.get(sd, {}).get(ld, {})]
-        n_done = sum(len(v) for by_load in done.values() for v in by_load.values())
-        where = (f"{pending[0][1]} @ {pending[0][0]}" + (f" seed {pending[0][2]}" if multi else "")
-                 if pending else "the summary")
-        layout = "LOAD/POLICY/seedS" if multi else "LOAD/POLICY"
-        kept = (f"{n_done} finished run(s) kept in {args.out}/{layout} and "
-                f"{args.out / 'compare.csv'}" if args.out and n_done else
-                f"{n_done} finished run(s) not saved (no --out)")
-        if args.out and n_done:
-            seed_table(done).to_csv(args.out / "compare.csv", index=False)
-        raise KeyboardInterrupt(f"compare interrupted during {where}; {kept}") from None
-    df = seed_table(by_seed)
-    if multi:
-        print(format_seed_table(df))
-        for load in identical_seeds(df):
-            _warn(f"every seed gave the same numbers at load {load} (the seed draws nothing on "
-                  f"this trace at this load: a real trace at ×1), so the intervals are 0")
-    else:
-        print(format_table(df))
-        print(f"1 seed ({seeds[0]}): no interval; --seeds 0,1,2 gives each metric a 95 % "
-              f"interval over seeds and says which differences are inside the noise")
-    for seed, results in by_seed.items():      # policies with exact steps: how often they held
-        for load, by_pol in results.items():
-            for pol, o in by_pol.items():
-                if line := milp_line(o.summary):
-                    print(f"{pol} @ {load}" + (f" seed {seed}" if multi else "") + f": {line}")
-    print_warnings({f"{pol} @ {load}" + (f" seed {seed}" if multi else ""): o.summary
-                    for seed, results in by_seed.items() for load, by_pol in results.items()
-                    for pol, o in by_pol.items()})
-    if args.out:
-        df.to_csv(args.out / "compare.csv", index=False)
-        written = [args.out / "compare.csv"]
-        if multi:
-            seed_summary(df).to_csv(args.out / "compare_seeds.csv", index=False)
-            family_seed_summary(df).to_csv(args.out / "compare_families.csv", index=False)
-            written += [args.out / "compare_seeds.csv", args.out / "compare_families.csv"]
-        pngs = plot(by_seed[seeds[0]], args.out)
-        print(f"wrote {', '.join(map(str, written))} and {len(pngs)} plots"
-              + (f" (seed {seeds[0]})" if multi else "") + f" to {args.out}")
+        with held():
+            said = _compare_interrupted(args.out, done, seeds, loads, policies, folder)
+        raise KeyboardInterrupt(said) from None
     return 0

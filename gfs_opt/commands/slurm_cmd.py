@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gfs_opt.errors import GfsError
+from gfs_opt.fileio import write_csv, write_text
 
 
 def _classes(text: str) -> tuple[float, ...]:
@@ -433,7 +434,7 @@ def _compare(args: argparse.Namespace) -> int:
     print(plan.describe() + f", ×{args.speedup:g}")
     print(format_table(df))
     args.out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(args.out / "compare.csv", index=False)
-    (args.out / "compare.md").write_text(markdown(df) + "\n")
+    write_csv(args.out / "compare.csv", df)
+    write_text(args.out / "compare.md", markdown(df) + "\n")
     print(f"wrote {args.out / 'compare.csv'} and compare.md")
     return 0

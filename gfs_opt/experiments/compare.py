@@ -14,6 +14,8 @@ from tqdm.auto import tqdm
 from gfs_opt.experiments.feedback_plot import plot_feedback
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.sweep.engines import ignore_sigint, terminate_pool, worker_context
+from gfs_opt.fileio import atomic_write, writing
+from gfs_opt.interrupts import held
 from gfs_opt.model import Params
 from gfs_opt.policies import family, options_for
 from gfs_opt.traces.base import Trace
@@ -116,7 +118,8 @@ def _run_parallel(plan: list[tuple[str, str, int, RunSpec]], workers: int, progr
         for load, pol, seed, spec in plan:
             if (load, seed) not in prepared:   # once per (load, seed), as one after another
                 prepared[(load, seed)] = prepare_trace(spec)      # (pickled: cheap)
-            futures[pool.submit(run, spec, trace=prepared[(load, seed)])] = (load, pol, seed)
+            with held():   # a worker started half-way would outlive us (see `held`)
+                futures[pool.submit(run, spec, trace=prepared[(load, seed)])] = (load, pol, seed)
         for fut in as_completed(futures):
             load, pol, seed = futures[fut]
             finished(load, pol, seed, fut.result())
@@ -270,7 +273,8 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for load, by_pol in results.items():
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -326,7 +330,10 @@ def plot(results: dict[str, dict[str, RunOutput]], out: Path,
 def _save(fig: object, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()  # type: ignore[attr-defined]
-    fig.savefig(path, dpi=110)  # type: ignore[attr-defined]
-    plt.close(fig)  # type: ignore[arg-type]
+    try:
+        fig.tight_layout()  # type: ignore[attr-defined]
+        atomic_write(path, lambda tmp: fig.savefig(  # type: ignore[attr-defined]
+            tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)  # type: ignore[arg-type]
     return path

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from tqdm.auto import tqdm
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.run_checks import check_window
 from gfs_opt.experiments.setups import SETUPS, lp_window
-from gfs_opt.fileio import file_mode, json_safe
+from gfs_opt.fileio import json_safe, write_csv, write_folder, write_text
 from gfs_opt.model import Params
 from gfs_opt.policies import make_policy
 from gfs_opt.quota.spot_quota import quota_warnings
@@ -82,8 +81,15 @@ class RunOutput:
     #: the quota it gave; None where not recorded (a live Slurm replay, an older run)
     feedback: pd.DataFrame | None = None
 
+    def write_folder(self, final: Path, then: Callable[[], None] | None = None) -> Path:
+        """Write every table into the run folder ``final``, which appears whole (every table)
+        or not at all (`fileio.write_folder`, with ``then`` run as it is renamed into place); an
+        earlier folder of that name is replaced."""
+        return write_folder(final, self.write, then)
+
     def write(self, out: Path) -> None:
-        """Write every table; each file appears whole or not at all."""
+        """Write every table into ``out`` (a folder that may hold other files); each file
+        appears whole or not at all. A run folder of its own: `write_folder`."""
         out.mkdir(parents=True, exist_ok=True)
         _atomic_text(out / "summary.json", json.dumps(json_safe(
             {"spec": asdict(self.spec), "summary": self.summary, "wall_s": self.wall_s,
@@ -99,19 +105,11 @@ class RunOutput:
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.fchmod(fd, file_mode())   # not mkstemp's private 0600
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 def _atomic_csv(path: Path, df: pd.DataFrame) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.fchmod(fd, file_mode())   # not mkstemp's private 0600
-    os.close(fd)
-    df.to_csv(tmp, index=df.index.name is not None)
-    os.replace(tmp, path)
+    write_csv(path, df, index=df.index.name is not None)
 
 
 def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
@@ -125,6 +123,10 @@ def prepare_trace(spec: RunSpec) -> tuple[Trace, float, float]:
         lo = parse_time(spec.window[0], trace.origin, "window start")
         hi = parse_time(spec.window[1], trace.origin, "window end")
         assert lo is not None and hi is not None
+        for bound, secs in ((spec.window[0], lo), (spec.window[1], hi)):
+            if not np.isfinite(secs) or secs < 0:    # the rule of `traces.base.check_time`
+                raise GfsError(f"window bound {bound} is before the start of trace "
+                               f"{trace.name} ({trace.origin:%Y-%m-%d %H:%M}) or not finite")
         if hi <= lo:
             raise GfsError(f"window end {spec.window[1]} is not after its start {spec.window[0]}")
     else:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from gfs_opt.fileio import atomic_write, writing
+
 
 def plot_bands(forecasts: pd.DataFrame, path: Path, quantile: float, series: list[str] | None = None,
                max_series: int = 4, days: int = 7) -> Path:
@@ -37,7 +39,10 @@ def plot_bands(forecasts: pd.DataFrame, path: Path, quantile: float, series: lis
     axes[0, 0].legend(fontsize=7, ncol=3, loc="upper left")
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
     return path

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from gfs_opt.errors import InputError
-from gfs_opt.fileio import file_mode
+from gfs_opt.fileio import write_text, writing
 from gfs_opt.instance.check import check_instance
 from gfs_opt.instance.schema import FORMAT, VERSION, InstanceFile, format_errors
 from gfs_opt.model import MILLI, Round, normalized
@@ -35,6 +35,12 @@ __all__ = [
 ]
 
 _MAX_REPORTED = 3  # problems quoted in an InputError; `instance validate` prints them all
+#: an instance file is one scheduling round: the largest shipped one is a few MB, a million jobs
+#: fit in ~200 MB; beyond this the file is refused before it is read into memory
+MAX_FILE_BYTES = 256 * 2**20
+#: objects and arrays inside each other: the format itself nests 4 deep; ``meta`` is free-form
+#: but a tree deeper than this is not metadata (and exhausts the parser's recursion)
+MAX_DEPTH = 64
 
 
 @dataclass
@@ -63,7 +69,23 @@ def _no_constant(name: str) -> Any:
     raise _JsonProblem(f"{name} is not allowed (JSON numbers must be finite)")
 
 
+def _nesting(text: str) -> int:
+    """How deep objects and arrays nest in a JSON text (strings skipped; vectorised)."""
+    bare = _STRINGS.sub("", text).encode("utf-8", "replace")
+    b = np.frombuffer(bare, dtype=np.uint8)
+    step = (np.isin(b, (ord("["), ord("{"))).astype(np.int64)
+            - np.isin(b, (ord("]"), ord("}"))).astype(np.int64))
+    return int(np.cumsum(step).max()) if len(step) else 0
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
 def _parse_json(text: str) -> tuple[Any, list[str]]:
+    depth = _nesting(text)
+    if depth > MAX_DEPTH:
+        return None, [f"nested {depth} levels deep; an instance file nests at most {MAX_DEPTH} "
+                      f"(objects and arrays inside each other)"]
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant), []
     except json.JSONDecodeError as exc:
@@ -115,6 +137,10 @@ def _validate_text(text: str) -> tuple[Instance | None, list[str]]:
 
 def _read_text(path: Path) -> tuple[str | None, list[str]]:
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return None, [f"file is {size / 2**20:,.0f} MB; instance files are limited to "
+                          f"{MAX_FILE_BYTES // 2**20} MB (one scheduling round)"]
         data = path.read_bytes()
     except IsADirectoryError:
         return None, ["cannot read: is a directory"]
@@ -320,16 +346,6 @@ def save_round(rnd: Round, path: str | os.PathLike[str], meta: Mapping[str, Any]
         if problems:
             raise ValueError("round cannot be saved as a valid instance: " + "; ".join(problems[:5]))
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.fchmod(fd, file_mode())   # not mkstemp's private 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    with writing(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    return write_text(target, text)

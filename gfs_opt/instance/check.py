@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gfs_opt.errors import shown
 from gfs_opt.instance.schema import InstanceFile, JobIn, QuotaIn, ReserveIn, format_loc
 from gfs_opt.model import (
     MILLI,
@@ -38,7 +39,7 @@ def _q(name: str) -> str:
 
 
 def _num(x: float) -> str:
-    return f"{x:g}"
+    return shown(x)     # as given: 8.0000001, not 8
 
 
 def _hours(n: int) -> str:

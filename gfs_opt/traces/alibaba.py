@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gfs_opt.errors import InputError
+from gfs_opt.errors import InputError, shown, shown_list
 from gfs_opt.model import MILLI, gpus_to_milli
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
 from gfs_opt.traces.csvio import (
@@ -49,6 +49,11 @@ MAX_WORKERS = 1_000_000
 
 _NODE_TEXT = ["gpu_model", "node_name"]
 _JOB_TEXT = ["job_name", "organization", "gpu_model", "job_type"]
+
+
+def _name(text: str) -> str:
+    """A GPU model for a message: as written when it is plain text, else quoted on one line."""
+    return text if text.isprintable() else shown(text)
 
 
 def nodes_from_raw(raw: pd.DataFrame, source: object = "<memory>") -> pd.DataFrame:
@@ -95,14 +100,15 @@ def jobs_from_raw(raw: pd.DataFrame, nodes: pd.DataFrame,
     biggest = nodes.groupby("pool")["gpus"].max()
     known = pool.isin(biggest.index).to_numpy()
     fail_first(uses_gpu & ~known, source, "gpu_model",
-               lambda p: f"unknown GPU model {pool.iloc[p]!r} (node file has {', '.join(biggest.index)})")
+               lambda p: f"unknown GPU model {shown(pool.iloc[p])} (node file has "
+                         f"{shown_list(biggest.index)})")
     g = np.zeros(len(raw), dtype=np.int64)
     g[uses_gpu] = apply_unique(gpu_req[uses_gpu], gpus_to_milli)
     gpus_needed = np.where(g < MILLI, 1, g // MILLI)
     room = pool.map(biggest).fillna(0).to_numpy(dtype=np.int64)
     fail_first(uses_gpu & (gpus_needed > room), source, "gpu_request",
-               lambda p: f"a worker needs {gpu_req[p]:g} GPUs but the largest {pool.iloc[p]} node "
-                         f"has {room[p]}")
+               lambda p: f"a worker needs {shown(gpu_req[p])} GPUs but the largest "
+                         f"{_name(pool.iloc[p])} node has {room[p]}")
 
     cls = jtype.map(CLASS_OF_JOB_TYPE)
     jobs = pd.DataFrame({

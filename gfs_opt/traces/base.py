@@ -13,6 +13,28 @@ from gfs_opt.model import ClusterState, Job, JobClass
 ALIBABA_ORIGIN = pd.Timestamp("2024-03-01 00:00:00")
 
 
+def check_time(x: object) -> None:
+    """The rule every window and replay start follows (command line and sweep spec alike): a date
+    (YYYY-MM-DD[ HH:MM]) or a finite number of seconds ≥ 0 since the trace's origin. Raises
+    ValueError saying which and showing the value as given."""
+    text = x.strip() if isinstance(x, str) else str(x)      # as given: 1e400, not inf
+    text = text if len(text) <= 40 else text[:37] + "..."
+    quoted = repr(text) if isinstance(x, str) else text
+    if isinstance(x, bool) or not isinstance(x, str | int | float):
+        raise ValueError(f"{quoted} is neither a date (YYYY-MM-DD) nor seconds")
+    if isinstance(x, str):
+        try:
+            x = float(x)
+        except ValueError:
+            try:
+                pd.Timestamp(x)
+            except (ValueError, TypeError, OverflowError):
+                raise ValueError(f"{quoted} is neither a date (YYYY-MM-DD) nor seconds") from None
+            return
+    if not np.isfinite(x) or x < 0:
+        raise ValueError(f"time {text} must be finite seconds ≥ 0 (since the trace's origin)")
+
+
 def parse_time(value: str | float | None, origin: pd.Timestamp = ALIBABA_ORIGIN,
                what: str = "time") -> float | None:
     """A date (YYYY-MM-DD[ HH:MM]) or seconds since the trace origin → seconds."""

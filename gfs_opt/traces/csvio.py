@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gfs_opt.errors import InputError
+from gfs_opt.errors import InputError, shown
 
 HEADER_ROW = 1
 #: upper bound of submit times and durations (seconds): ten years is longer than any public trace,
@@ -98,24 +98,30 @@ def numeric_column(df: pd.DataFrame, column: str, source: object, *, integer: bo
         if bad.any():
             # an all-blank cell read as text counts as missing, not as non-numeric
             blank = raw.astype(str).str.strip().eq("").to_numpy()
-            fail_first(bad & ~blank, source, column, lambda p: f"non-numeric value {raw.iloc[p]!r}")
+            fail_first(bad & ~blank, source, column,
+                       lambda p: f"non-numeric value {shown(raw.iloc[p])}")
     vals = np.asarray(s.to_numpy(dtype=float, na_value=np.nan), dtype=float)
     missing = np.isnan(vals)
     if not allow_missing:
         fail_first(missing, source, column, lambda _p: "missing value")
     present = ~missing
-    fail_first(present & ~np.isfinite(vals), source, column, lambda p: f"non-finite value {vals[p]}")
+    def given(p: int) -> str:     # the cell as written (8.0000001, not 8)
+        cell = raw.iloc[p]
+        return cell.strip() if isinstance(cell, str) else shown(vals[p])
+
+    fail_first(present & ~np.isfinite(vals), source, column,
+               lambda p: f"non-finite value {given(p)}")
     if integer:
         with np.errstate(invalid="ignore"):
             frac = present & (vals != np.floor(vals))
-        fail_first(frac, source, column, lambda p: f"expected a whole number, got {vals[p]:g}")
+        fail_first(frac, source, column, lambda p: f"expected a whole number, got {given(p)}")
     if minimum is not None:
         word = "negative value" if minimum == 0 else "value"
         fail_first(present & (vals < minimum), source, column,
-                   lambda p: f"{word} {vals[p]:g} (must be ≥ {minimum:g})")
+                   lambda p: f"{word} {given(p)} (must be ≥ {minimum:g})")
     if maximum is not None:
         fail_first(present & (vals > maximum), source, column,
-                   lambda p: f"value {vals[p]:g} is implausibly large (must be ≤ {maximum:g})")
+                   lambda p: f"value {given(p)} is implausibly large (must be ≤ {maximum:g})")
     return vals
 
 

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from gfs_opt.errors import InputError
+from gfs_opt.errors import InputError, shown, shown_list
 from gfs_opt.model import MILLI
 from gfs_opt.traces.alibaba import DEFAULT_GUARANTEE_H
 from gfs_opt.traces.base import JOB_COLUMNS, NODE_COLUMNS, Trace
@@ -153,8 +153,8 @@ def _assign_pools(names: pd.Series, spec: pd.Series, num_gpu: np.ndarray, uses_g
         listed = [m.strip() for m in str(sp).split("|") if m.strip()] if sp else order
         known = list(dict.fromkeys(m for m in listed if m in by_pool.index))
         if not known:
-            raise InputError(src, f"unknown GPU model(s) in gpu_spec {sp!r} (node file has "
-                                  f"{', '.join(sorted(by_pool.index))})",
+            raise InputError(src, f"unknown GPU model(s) in gpu_spec {shown(sp)} (node file has "
+                                  f"{shown_list(sorted(by_pool.index))})",
                              row=data_row(int(rows[0])), column="gpu_spec")
         fits = [m for m in known if by_pool.at[m, "max"] >= k]
         if not fits:

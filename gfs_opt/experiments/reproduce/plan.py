@@ -41,6 +41,7 @@ from gfs_opt.errors import GfsError
 from gfs_opt.experiments.reproduce.quota_trace import QuotaTracer
 from gfs_opt.experiments.runner import RunOutput, RunSpec, prepare_trace, run
 from gfs_opt.experiments.setups import LOADS, SETUPS
+from gfs_opt.fileio import write_csv, write_folder
 from gfs_opt.instance.milp_gap import instance_files, solve_instances
 from gfs_opt.policies import POLICIES, options_for, parse_policy, policy_name
 from gfs_opt.policies.departures import DEPARTURES
@@ -417,10 +418,15 @@ def run_cells(cells: list[Cell], cfg: ReproConfig, res: ReproResults, say: Progr
                 old.unlink(missing_ok=True)
             out = run(spec, progress=progress_bars, trace=trace, on_round=tracer,
                       desc=f"{cell.label} @ {cell.load}")
-            out.write(folder)
-            if tracer is not None:
-                table = tracer.table()
-                table.to_csv(folder / QUOTA_TRACE, index=False)
+            table = tracer.table() if tracer is not None else None
+
+            def fill(tmp: Path, out: RunOutput = out, table: pd.DataFrame | None = table) -> None:
+                out.write(tmp)
+                if table is not None:
+                    write_csv(tmp / QUOTA_TRACE, table)
+
+            write_folder(folder, fill)    # the run's folder appears whole or not at all
+            if table is not None:
                 res.quota_traces[cell.key] = table
             s = out.summary
             say(f"{tag}: {out.wall_s:,.1f} s · LP evict {100 * s['lp_eviction_rate']:.2f} % · "

@@ -52,6 +52,7 @@ from gfs_opt.experiments.seed_tables import (
     seed_summary,
     seed_table,
 )
+from gfs_opt.fileio import write_csv, write_text
 from gfs_opt.instance.milp_gap import summarize_gaps
 from gfs_opt.model import Params
 from gfs_opt.policies.departures import BY_KEY
@@ -161,7 +162,7 @@ def write_tables(res: ReproResults, folder: Path) -> dict[str, pd.DataFrame]:
                 tables["band_coverage"] = pd.concat([tables["band_coverage"], cov],
                                                     ignore_index=True)
     for name, df in tables.items():
-        df.to_csv(folder / f"{name}.csv", index=name.startswith("change_"))
+        write_csv(folder / f"{name}.csv", df, index=name.startswith("change_"))
     return tables
 
 
@@ -692,11 +693,8 @@ def write_report(res: ReproResults, report: Path, assets: Path | None = None,
     report.parent.mkdir(parents=True, exist_ok=True)
     figures = make_figures(res, assets / "figures")
     write_tables(res, assets / "tables")
-    (assets / "results.json").write_text(json.dumps(_clean(res.to_json()), indent=1, default=_json))
-    text = render(res, report, figures, assets, command)
-    tmp = report.with_name(f".{report.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(report)
+    write_text(assets / "results.json", json.dumps(_clean(res.to_json()), indent=1, default=_json))
+    write_text(report, render(res, report, figures, assets, command))
     return report
 
 

@@ -15,16 +15,18 @@ import os
 import signal
 import socket
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.sweep.cell import CellOutcome, execute_cell, failed
 from gfs_opt.experiments.sweep.spec import Cell
+from gfs_opt.interrupts import held, interrupted_by, reclaim, worker_signals
 
 RAY_HINT = "--engine ray needs Ray: pip install 'gfs-opt[ray]'"
 
@@ -44,13 +46,14 @@ class Engine(Protocol):
 
 
 def ignore_sigint() -> None:
-    # Ctrl-C reaches the whole process group; the parent alone decides what stops and when.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Pool-worker initializer: Ctrl-C or a SIGTERM to the whole process group reaches the
+    parent alone, which stops its workers itself (`gfs_opt.interrupts`)."""
+    worker_signals()
 
 
 #: imported once by the fork server, so that each worker starts warm
-PRELOAD = ["gfs_opt.experiments.sweep.cell", "gfs_opt.experiments.runner",
-           "gfs_opt.forecast.provider", "scipy.stats"]
+PRELOAD = ["gfs_opt.experiments.sweep.server_signals", "gfs_opt.experiments.sweep.cell",
+           "gfs_opt.experiments.runner", "gfs_opt.forecast.provider", "scipy.stats"]
 
 
 def worker_context() -> multiprocessing.context.BaseContext:
@@ -139,22 +142,24 @@ class LocalEngine:
 
 
 def _submit(pool: ProcessPoolExecutor, task: Task) -> Future[CellOutcome]:
-    return pool.submit(execute_cell, task.cell.id, task.cell.spec, task.cell.imports)
+    # held: a submit may start worker processes, and a signal between the fork server's fork
+    # and the pool's record of the new worker would leave that worker unknown to
+    # `terminate_pool`, to start after we exit (and fail loudly on our vanished semaphores)
+    with held():
+        return pool.submit(execute_cell, task.cell.id, task.cell.spec, task.cell.imports)
 
 
 def terminate_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now. `ProcessPoolExecutor` has no public way to kill running workers before
-    Python 3.14, so terminate its processes directly, then let it clean up."""
+    Python 3.14, so kill its processes directly, then let it clean up. SIGKILL: workers ignore
+    SIGTERM (`ignore_sigint`) and hold nothing worth saving (the parent writes every result)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
     manager = getattr(pool, "_executor_manager_thread", None)   # `shutdown` forgets it
     for p in procs:
         if p.is_alive():
-            p.terminate()
+            p.kill()
     for p in procs:
         p.join(timeout=5)
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=5)
     pool.shutdown(wait=False, cancel_futures=True)
     # Let the pool's manager thread see its dead workers and close its wake-up pipe now: left
     # running, it races Python 3.11's exit hook, which can write to that pipe as it closes
@@ -186,14 +191,35 @@ class RayEngine:
                               "configure_logging": True}
         if self.address:
             _check_reachable(self.address)
+        # Ray's native failure-signal handler turns a SIGTERM to the driver into a stack dump and
+        # an abort before ours can say what was kept (`gfs_opt.interrupts`)
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         try:
-            if self.address:
-                ray.init(address=self.address, **kw)
-            else:
-                ray.init(num_cpus=self.num_cpus, include_dashboard=False, **kw)
+            # held: a signal during ray.init waits for it to finish, then stops what it started
+            # (cut half-way, Ray leaves agent processes that no shutdown knows of)
+            with _ray_keeps_our_sigterm(), held():
+                if self.address:
+                    ray.init(address=self.address, **kw)
+                else:
+                    ray.init(num_cpus=self.num_cpus, include_dashboard=False, **kw)
+        except SystemExit as exc:
+            # a SIGTERM while ray.init runs meets Ray's own handler (a bare exit): stop what it
+            # started and go on as any interrupt
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            if exc.code == signal.SIGTERM:
+                raise interrupted_by(signal.SIGTERM) from None
+            raise
+        except KeyboardInterrupt:
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            _kill_stray_ray_processes()
+            raise
         except Exception as exc:  # connection refused, bad address, version mismatch …
             where = f"at {self.address}" if self.address else "locally"
             raise GfsError(f"cannot start Ray {where}: {' '.join(str(exc).split())[:300]}") from None
+        finally:
+            reclaim()     # ray.init replaces the SIGTERM handler with a bare exit
         return True
 
     def run(self, tasks: Sequence[Task], on_done: OnDone) -> None:
@@ -213,7 +239,10 @@ class RayEngine:
                     task.cell.id, task.cell.spec, task.cell.imports)
                 refs[ref] = task
             while refs:
-                ready, _ = ray.wait(list(refs), num_returns=1)
+                # Ray's core worker installs a native SIGTERM handler (a stack dump, then an
+                # abort) at moments of its own: take SIGTERM back every second
+                reclaim()
+                ready, _ = ray.wait(list(refs), num_returns=1, timeout=1.0)
                 for ref in ready:
                     task = refs.pop(ref)
                     try:
@@ -230,6 +259,46 @@ class RayEngine:
         finally:
             if started:
                 ray.shutdown()
+
+
+def _kill_stray_ray_processes() -> None:
+    """Ray processes left in our process group after an interrupted ``ray.init``: a SIGTERM to the
+    whole group kills the raylet while it starts its agents, which then ignore SIGTERM and are
+    known to no ``ray.shutdown``. Only when this process leads its group (a command started from
+    a shell), so that nothing but our own children can match; Linux (/proc) only."""
+    me = os.getpid()
+    if os.getpgrp() != me:
+        return
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.find("(") + 1:text.rfind(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        pid = int(stat.parent.name)
+        if (pid != me and int(fields[2]) == me
+                and (name.startswith("ray::") or name in ("raylet", "gcs_server"))):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _ray_keeps_our_sigterm() -> Iterator[None]:
+    """``ray.init`` replaces the driver's SIGTERM handler with a bare ``sys.exit(15)``; keep
+    ours (`gfs_opt.interrupts`) so that a SIGTERM is held and handled like Ctrl-C."""
+    import ray
+
+    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    original = getattr(utils, "set_sigterm_handler", None)
+    if original is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda handler: None   # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = original   # type: ignore[union-attr]
 
 
 def _check_reachable(address: str) -> None:

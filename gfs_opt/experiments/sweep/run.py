@@ -22,12 +22,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import shutil
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -45,7 +42,8 @@ from gfs_opt.experiments.seed_stats import t_interval
 from gfs_opt.experiments.sweep.cell import CellOutcome
 from gfs_opt.experiments.sweep.engines import Engine, Task
 from gfs_opt.experiments.sweep.spec import Cell, memory_hint_mb
-from gfs_opt.fileio import file_mode
+from gfs_opt.fileio import atomic_write, remove_partial_folders, write_folder, write_text
+from gfs_opt.interrupts import held
 from gfs_opt.policies import settable_options
 
 CELL_FILE = "cell.json"
@@ -75,38 +73,13 @@ class SweepResult:
 
 
 # ---- files --------------------------------------------------------------------------------
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _publish_modes(root: Path) -> None:
-    """Temporary files and folders are private (0600/0700); results get the usual modes."""
-    mask = _umask()
-    for p in [root, *root.rglob("*")]:
-        p.chmod((0o777 if p.is_dir() else 0o666) & ~mask)
-
-
 def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
     """Write via ``write(tmp)`` then rename: the file appears whole or not at all."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.fchmod(fd, file_mode())   # not mkstemp's private 0600
-    os.close(fd)
-    try:
-        write(tmp)
-        _publish_modes(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, write)
 
 
 def _write_text(path: Path, text: str) -> None:
-    def write(tmp: str) -> None:
-        Path(tmp).write_text(text, encoding="utf-8")
-
-    _atomic_write(path, write)
+    write_text(path, text)
 
 
 def _clean(value: Any) -> Any:
@@ -150,25 +123,16 @@ def cell_record(cell: Cell, outcome: CellOutcome, engine: str) -> dict[str, Any]
         "traceback": outcome.traceback, "timing": timing})
 
 
-def write_cell(cells_dir: Path, cell: Cell, outcome: CellOutcome, engine: str) -> None:
-    """Write one cell folder atomically (replacing an earlier, failed, record of it)."""
-    final = cells_dir / cell.id
-    tmp = Path(tempfile.mkdtemp(dir=cells_dir, prefix=f".tmp-{cell.id}-"))
-    try:
+def write_cell(cells_dir: Path, cell: Cell, outcome: CellOutcome, engine: str,
+               then: Callable[[], None] | None = None) -> None:
+    """Write one cell folder whole or not at all (replacing an earlier, failed, record of it);
+    ``then`` runs as it is renamed into place (`fileio.write_folder`)."""
+    def fill(tmp: Path) -> None:
         if outcome.output is not None:
             outcome.output.write(tmp)
         _write_text(tmp / CELL_FILE, json.dumps(cell_record(cell, outcome, engine), indent=1))
-        _publish_modes(tmp)
-        if final.exists():
-            old = cells_dir / f".old-{cell.id}-{uuid.uuid4().hex[:8]}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    write_folder(cells_dir / cell.id, fill, then)
 
 
 def read_record(cells_dir: Path, cid: str) -> dict[str, Any] | None:
@@ -186,9 +150,8 @@ def _has_cells(cells_dir: Path) -> bool:
 
 def _remove_leftovers(cells_dir: Path) -> None:
     """Temporary folders of an interrupted earlier run (never a finished cell)."""
-    for p in cells_dir.glob(".tmp-*"):
-        shutil.rmtree(p, ignore_errors=True)
-    for p in cells_dir.glob(".old-*"):
+    remove_partial_folders(cells_dir)
+    for p in cells_dir.glob(".old-*"):      # the name of older versions
         shutil.rmtree(p, ignore_errors=True)
 
 
@@ -367,14 +330,16 @@ def run_sweep(cells: Sequence[Cell], out: Path, engine: Engine, *, resume: bool 
 
     def on_done(outcome: CellOutcome) -> None:
         cell = by_id[outcome.id]
-        write_cell(cells_dir, cell, outcome, engine.name)
-        counts["ok" if outcome.ok else "failed"] += 1
+        def count() -> None:      # as the folder is renamed: the count and the disk agree
+            counts["ok" if outcome.ok else "failed"] += 1
+
+        write_cell(cells_dir, cell, outcome, engine.name, then=count)
         if not outcome.ok:
-            msg = f"cell {cell.id} ({_describe(cell)}) failed: {outcome.error}"
+            msg = f"cell {cell.id} ({_describe(cell)}) failed: {' '.join(outcome.error.split())}"
             if bar is not None:
-                bar.write(msg)
+                bar.write(msg, file=sys.stderr)
             else:
-                echo(msg)
+                sys.stderr.write(f"gfs-opt: {msg}\n")
         if bar is not None:
             bar.update(1)
             bar.set_postfix(ok=counts["ok"], failed=counts["failed"], refresh=False)
@@ -382,17 +347,23 @@ def run_sweep(cells: Sequence[Cell], out: Path, engine: Engine, *, resume: bool 
     tasks = [Task(c, memory_hint_mb(c.spec, memory_gb)) for c in todo]
     try:
         engine.run(tasks, on_done)
-    except KeyboardInterrupt:
-        done = counts["ok"] + counts["failed"]
-        raise KeyboardInterrupt(
-            f"sweep interrupted: {done} of {len(todo)} cells finished in this run and are saved "
-            f"in {cells_dir}; run again with --resume to do the rest") from None
-    finally:
         if bar is not None:
             bar.close()
-    table, timings = merge(cells, cells_dir)
-    summary = summarize(table, cells)
-    write_tables(out, table, summary, timings)
+        with held():       # the tables and the cells on disk agree
+            table, timings = merge(cells, cells_dir)
+            summary = summarize(table, cells)
+            write_tables(out, table, summary, timings)
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        with held():       # the tables list what is on disk now
+            table, timings = merge(cells, cells_dir)
+            write_tables(out, table, summarize(table, cells), timings)
+        failed = f" ({counts['failed']} of them failed)" if counts["failed"] else ""
+        raise KeyboardInterrupt(
+            f"sweep interrupted: {counts['ok'] + counts['failed']} of {len(todo)} cells finished "
+            f"in this run{failed}, each saved whole in {cells_dir}/ID and listed in "
+            f"{out / 'results.csv'}; run again with --resume to do the rest") from None
     return SweepResult(out, table, summary, len(cells), len(todo), len(finished),
                        int((table["status"] == "failed").sum()), time.perf_counter() - t0,
                        engine.name)

@@ -57,6 +57,7 @@ from gfs_opt.policies import (
     policy_name,
     settable_options,
 )
+from gfs_opt.traces.base import check_time
 from gfs_opt.traces.load import REF_TOY
 from gfs_opt.traces.synth import SETUPS as SYNTH
 
@@ -247,21 +248,9 @@ def _check_order(start: Any, end: Any) -> None:
 
 
 def _check_time(x: Any) -> None:
-    """A date (YYYY-MM-DD[ HH:MM]) or seconds ≥ 0, as `setups.parse_time` reads them."""
-    bad = ValueError(f"{_short(x)} is neither a date (YYYY-MM-DD) nor seconds")
-    if isinstance(x, bool) or not isinstance(x, str | int | float):
-        raise bad
-    if isinstance(x, str):
-        try:
-            x = float(x)
-        except ValueError:
-            try:
-                pd.Timestamp(x)
-            except (ValueError, TypeError, OverflowError):
-                raise bad from None
-            return
-    if not math.isfinite(x) or x < 0:
-        raise ValueError(f"time {x!r} must be finite seconds ≥ 0")
+    """A date (YYYY-MM-DD[ HH:MM]) or seconds ≥ 0, as `setups.parse_time` reads them (the rule
+    of `--window` on the command line too: `traces.base.check_time`)."""
+    check_time(x)
 
 
 def _load_value(x: Any) -> tuple[str, float]:
@@ -469,10 +458,30 @@ def _display(value: Any) -> Any:
     return value
 
 
+#: the largest grid `expand` builds unless told otherwise (`gfs-opt sweep --max-cells`): every
+#: cell is a simulation of seconds to hours, so a bigger grid is almost always a typo in an axis,
+#: and listing or hashing millions of cells alone takes minutes
+MAX_CELLS = 10_000
+
+
+def grid_size(spec: SweepSpec) -> int:
+    """How many cells the grid has at most (before duplicates and impossible η corners are
+    dropped), computed from the axis lengths without building a cell."""
+    sources = len(spec.setup or spec.trace or ())
+    params = math.prod(len(v) for v in spec.params.axes().values())
+    per_policy = sum(math.prod(len(spec.options[k]) for k in spec.options
+                               if k in _settable(policy)) for policy in spec.policies)
+    return sources * len(spec.loads) * params * per_policy * len(spec.seeds)
+
+
 def expand(spec: SweepSpec, base_dir: Path = Path("."), check_invariants: bool = False,
-           source: object = "<spec>") -> list[Cell]:
+           source: object = "<spec>", max_cells: int | None = MAX_CELLS) -> list[Cell]:
     """All cells of the grid in a stable order (sources, loads, params, policies, options,
-    seeds innermost); cells that are the same simulation appear once."""
+    seeds innermost); cells that are the same simulation appear once. A grid of more than
+    ``max_cells`` cells is refused before any is built (None: no limit)."""
+    if max_cells is not None and (n := grid_size(spec)) > max_cells:
+        raise InputError(source, f"the grid has {n:,} cells, more than the limit of "
+                                 f"{max_cells:,} (--max-cells raises it)")
     try:
         sources = _source(spec, base_dir)
     except GfsError as exc:
