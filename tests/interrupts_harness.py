@@ -157,6 +157,11 @@ def finish(job: Job, sig: int | None, timeout: float = 120) -> tuple[int, str]:
     # KeyboardInterrupt went through code it runs as a string (some extension modules' import),
     # even though gfs-opt caught it and said what it kept (a shell shows it as 130 all the same)
     assert sig is not None and code in (128 + sig, -sig, -signal.SIGINT), (code, sig, stderr)
+    if code == -signal.SIGINT and not (lines and lines[-1].startswith("gfs-opt: ")):
+        # a SIGINT that came as the command was ending, its work done: CPython ends the process
+        # by the signal and nothing is said, so what is on disk must be the whole result
+        _check_complete(job, folders)
+        return code, stderr
     assert lines and lines[-1].startswith("gfs-opt: "), stderr
     _check_message(job, lines[-1], folders)
     return code, stderr
