@@ -564,6 +564,7 @@ def _one_error_line(code: int, err: str, names: str) -> None:
     assert names in lines[0], (names, lines[0])
 
 
+@pytest.mark.slow      # one process per command: .ci/run's interruption step runs them
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize("where", ["full", "closed-pipe"])
 @pytest.mark.parametrize("cid,argv,make", STDOUT_COMMANDS, ids=[c[0] for c in STDOUT_COMMANDS])
@@ -589,6 +590,7 @@ FILE_COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize("cid,argv,make,names", FILE_COMMANDS, ids=[c[0] for c in FILE_COMMANDS])
 def test_file_on_a_full_device_is_one_line(cid: str, argv: tuple[str, ...],
@@ -637,6 +639,7 @@ READ_ONLY_COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cid,argv", READ_ONLY_COMMANDS, ids=[c[0] for c in READ_ONLY_COMMANDS])
 def test_read_only_folder_is_one_line(cid: str, argv: tuple[str, ...], read_only: Path,
                                       tmp_path: Path) -> None:

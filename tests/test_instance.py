@@ -366,7 +366,7 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds(max_nodes=4, max_jobs=6), st.sampled_from(MUTATIONS), st.data())
 def test_any_mutated_file_is_rejected(rnd: Round, mutation: tuple[Mutation, str],
                                       data: st.DataObject) -> None:

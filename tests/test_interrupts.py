@@ -28,6 +28,7 @@ from interrupts_harness import finish, group_members, run_folders, send, start
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
 
+@pytest.mark.slow      # a real compare with a process pool: .ci/run's interruption step
 def test_sigterm_to_compare_alone_stops_its_pool_and_keeps_whole_folders(tmp_path: Path) -> None:
     job = start("compare", tmp_path, workers=2)
     deadline = time.monotonic() + 120

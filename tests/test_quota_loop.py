@@ -377,15 +377,21 @@ def test_eta_climbs_out_of_a_quota_of_zero() -> None:
 
 
 def test_static_eta_keeps_the_quota_at_zero_until_it_is_lifted() -> None:
-    """The same forecast under `yarn-cs+sqa` (η fixed at 1): nothing starts in the window; the
-    quota lifts at the window's end and the backlog drains (the default)."""
+    """The same forecast under `yarn-cs+sqa` (η fixed at 1): nothing starts in the window; with
+    the authors' lifted drain the quota lifts at the window's end and the backlog drains; kept
+    (the default), the quota of zero holds and nothing ever starts."""
     window = (DAY, 2 * DAY)
-    sim = simulate("yarn-cs+sqa", FixedForecast(3.0, 4.0), Params(), window)
+    sim = simulate("yarn-cs+sqa", FixedForecast(3.0, 4.0), Params(quota_after_window=False),
+                   window)
     lp = sim.recorder.jobs[sim.recorder.jobs["cls"] == "LP"]
     assert (lp["first_start"] >= window[1]).all() and lp["first_start"].notna().all()
     s = summarize(sim.recorder)
     assert s["lp_never_started"] == 0
     assert s["lp_jqt_started_mean"] == pytest.approx(s["lp_jqt_mean"])
+    kept = simulate("yarn-cs+sqa", FixedForecast(3.0, 4.0), Params(), window)
+    lp = kept.recorder.jobs[kept.recorder.jobs["cls"] == "LP"]
+    assert len(lp) and lp["first_start"].isna().all()
+    assert summarize(kept.recorder)["lp_never_started"] == len(lp)
 
 
 def test_quota_kept_after_the_window_leaves_jobs_never_started_and_says_so() -> None:
