@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from gfs_opt.errors import GfsError
 from gfs_opt.experiments.sweep.cell import CellOutcome, execute_cell, failed
 from gfs_opt.experiments.sweep.spec import Cell
-from gfs_opt.interrupts import held, interrupted_by, reclaim, worker_signals
+from gfs_opt.interrupts import SIGNALS, held, interrupted_by, reclaim, worker_signals
 
 RAY_HINT = "--engine ray needs Ray: pip install 'gfs-opt[ray]'"
 
@@ -64,7 +64,26 @@ def worker_context() -> multiprocessing.context.BaseContext:
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
+    _start_fork_server()
     return ctx
+
+
+def _start_fork_server() -> None:
+    """Start the fork server with SIGINT and SIGTERM blocked, as CPython starts its resource
+    tracker: the server inherits the mask across exec, so a signal to the process group while
+    it is still importing `PRELOAD` waits (and is then discarded by `server_signals`) instead of
+    printing a `KeyboardInterrupt` traceback from the server. This process gets its own signals
+    as soon as the mask is restored."""
+    from multiprocessing import forkserver, resource_tracker
+
+    # the fork server starts the resource tracker first, which unblocks both signals as it
+    # returns: start it before blocking them
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class LocalEngine:
@@ -174,6 +193,11 @@ class RayEngine:
     name = "ray"
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+        # Ray's native failure-signal handler turns a SIGTERM to the driver into a stack dump,
+        # and its removal at ``ray.shutdown`` leaves SIGTERM at the default action (a SIGTERM
+        # then kills the driver before it has said what was kept). Ray reads this once, as it
+        # is imported.
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         try:
             import ray  # noqa: F401
         except ImportError:
@@ -191,9 +215,6 @@ class RayEngine:
                               "configure_logging": True}
         if self.address:
             _check_reachable(self.address)
-        # Ray's native failure-signal handler turns a SIGTERM to the driver into a stack dump and
-        # an abort before ours can say what was kept (`gfs_opt.interrupts`)
-        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         try:
             # held: a signal during ray.init waits for it to finish, then stops what it started
             # (cut half-way, Ray leaves agent processes that no shutdown knows of)
@@ -259,12 +280,14 @@ class RayEngine:
         finally:
             if started:
                 ray.shutdown()
+                # agents whose raylet died first (a SIGTERM to the whole group) outlive it
+                _kill_stray_ray_processes()
 
 
 def _kill_stray_ray_processes() -> None:
-    """Ray processes left in our process group after an interrupted ``ray.init``: a SIGTERM to the
-    whole group kills the raylet while it starts its agents, which then ignore SIGTERM and are
-    known to no ``ray.shutdown``. Only when this process leads its group (a command started from
+    """Ray processes left in our process group after ``ray.shutdown``: a SIGTERM to the whole
+    group kills the raylet while it starts (or runs) its agents, which then ignore SIGTERM and
+    are known to no ``ray.shutdown``. Only when this process leads its group (a command started from
     a shell), so that nothing but our own children can match; Linux (/proc) only."""
     me = os.getpid()
     if os.getpgrp() != me:
@@ -277,10 +300,20 @@ def _kill_stray_ray_processes() -> None:
         name = text[text.find("(") + 1:text.rfind(")")]
         fields = text.rsplit(")", 1)[1].split()
         pid = int(stat.parent.name)
-        if (pid != me and int(fields[2]) == me
-                and (name.startswith("ray::") or name in ("raylet", "gcs_server"))):
+        if pid == me or int(fields[2]) != me:
+            continue
+        if name.startswith("ray::") or name in ("raylet", "gcs_server") or _runs_ray(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _runs_ray(pid: int) -> bool:
+    """Whether ``pid`` runs a script of Ray's package (its agents are plain ``python``)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(b"/site-packages/ray/" in a or b"/ray/_private/" in a for a in argv)
 
 
 @contextlib.contextmanager
