@@ -259,12 +259,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--policies", help="grid 'custom': policy strings joined by ';'")
     ap.add_argument("--trace", default="paper-a100", help="grid 'custom': a setup or chronus")
-    ap.add_argument("--loads", default="1", help="grid 'custom': LP loads, e.g. 2,4")
+    ap.add_argument("--loads", default="1", help="grid 'custom': LP loads, e.g. 2,4 or low,high")
     ap.add_argument("--forecaster", default="ets", help="grid 'custom'")
     a = ap.parse_args()
     seeds = [int(s) for s in a.seeds.split(",")]
     if a.grid == "custom":
-        cells = [Cell(p, float(f), s, a.forecaster, a.trace) for p in a.policies.split(";")
+        cells = [Cell(p, float(LOADS.get(f, f)), s, a.forecaster, a.trace) for p in a.policies.split(";")
                  for f in a.loads.split(",") for s in seeds]
     else:
         cells = grid(a.grid, seeds)

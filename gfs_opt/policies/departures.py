@@ -99,7 +99,9 @@ DEPARTURES: tuple[Departure, ...] = (
         "waiting a minute would often break nothing, and a wait no boundary ends only delays HP.",
         "§2.3 PTS, HP pass (preemptive placement at once)",
         "Chronus MIX1 ×24, seed 0: LP eviction 2.52 → 1.68 % (load 2), 2.84 → 2.26 % (load 4) "
-        "for HP JQT p99 0 → 49 / 56 s; longer notices in docs/departures.md (trade table).",
+        "for HP JQT p99 0 → 49 / 56 s; paper-a100, Prophet, 3 seeds: −0.41 / −0.36 / −0.57 pp "
+        "LP eviction (low / medium / high), HP mean +38 / +64 / +13 s, inside the noise; longer "
+        "notices in docs/departures.md (trade table).",
         _patience, {"hp_wait_h": 1.0, "hp_notice_h": NOTICE_H}),
     Departure(
         "attributable-eta", "η rule",
@@ -109,8 +111,9 @@ DEPARTURES: tuple[Departure, ...] = (
         "The paper's rule shrinks η on every eviction of the last H hours, those no margin "
         "prevents included, and re-reads one burst at every hourly update.",
         "§2.2 step 4 (η feedback)",
-        "paper-a100 medium, Prophet, 3 seeds: LP evict −0.06 ± 0.13 pp, LP JQT −11 ± 62 s, HP "
-        "mean −6 ± 99 s: inside the noise (REPRODUCTION.md).",
+        "paper-a100, Prophet, 3 seeds: LP evict +0.02 / −0.00 / +0.10 pp (low / medium / high), "
+        "LP JQT −176 / +358 / +1,678 s, HP mean +3 / +131 / −171 s: inside the noise "
+        "(REPRODUCTION.md).",
         _eta, {"eta_window_h": 4.0, "eta_band_window_h": 24.0}),
     Departure(
         "shape", "shape reserve",
@@ -119,8 +122,9 @@ DEPARTURES: tuple[Departure, ...] = (
         "A count quota leaves room in GPUs but not in whole nodes: a whole-node HP gang then "
         "evicts although the pool has GPUs to spare.",
         "§2.2 steps 3, 5 (a count quota)",
-        "paper-a100 medium, Prophet, 3 seeds: LP evict +0.02 ± 0.24 pp, LP JQT +562 ± 419 s "
-        "(a cost), HP mean +69 ± 305 s: no gain outside the noise (REPRODUCTION.md).",
+        "paper-a100, Prophet, 3 seeds: LP evict +0.05 / −0.10 / +0.06 pp (low / medium / high), "
+        "LP JQT +221 / +794 / +1,297 s (a cost, inside the noise), HP mean −24 / +134 / +3 s: no "
+        "gain outside the noise (REPRODUCTION.md).",
         _shape),
     Departure(
         "gang-victims", "gang-aware victims",
@@ -129,8 +133,8 @@ DEPARTURES: tuple[Departure, ...] = (
         "PTS places a gang worker by worker, so each worker's cheapest node can add up to more "
         "victims than the gang needs.",
         "§2.3 preemptive placement (one worker at a time)",
-        "paper-a100 medium, ETS, 3 seeds: LP evict 0.74 → 0.44 %, large HP gangs' JQT −10 %; "
-        "Prophet: −0.38 ± 0.47 pp (medium), −0.52 ± 1.10 pp (high) (BENCHMARKS.md, "
+        "paper-a100 medium, ETS, 3 seeds: LP evict 0.73 → 0.41 %, large HP gangs' JQT −10 %; "
+        "Prophet: −0.14 / −0.43 / −0.51 pp (low / medium / high) (BENCHMARKS.md, "
         "REPRODUCTION.md).",
         _gang),
     Departure(
@@ -138,9 +142,9 @@ DEPARTURES: tuple[Departure, ...] = (
         "Among equally tight nodes an LP gang goes beside HP work rather than beside other LP.",
         "LP packed onto LP-only nodes breaks up the whole nodes whole-node HP gangs need.",
         "§2.3 non-preemptive node score (same-class co-location)",
-        "paper-a100 medium, Prophet, 3 seeds: LP evict −0.12 ± 0.09 pp; with ETS every mean is "
-        "better without it (HP 589 → 547 s, LP 0.44 → 0.39 %), inside the noise: a candidate to "
-        "drop (BENCHMARKS.md).",
+        "paper-a100, Prophet, 3 seeds: LP evict −0.01 / −0.04 / −0.01 pp (low / medium / high), "
+        "HP mean +27 / +120 / −153 s; with ETS HP is lower without it on paper-a100 and higher "
+        "on Chronus: no difference outside the noise anywhere (BENCHMARKS.md).",
         _beside),
     Departure(
         "aged-order", "aged LP order",
@@ -148,9 +152,9 @@ DEPARTURES: tuple[Departure, ...] = (
         "largest-first order.",
         "Largest-first starves a backlog's small LP jobs for weeks.",
         "§2.3 LP pass order (−g, w, s)",
-        "paper-a100, Prophet, 3 seeds: the means move inside the noise but at high load HP mean "
-        "+96 ± 55 s (a cost); its point is the backlog's oldest jobs, not the means "
-        "(REPRODUCTION.md).",
+        "paper-a100, Prophet, 3 seeds: the means move inside the noise (LP evict +0.00 / +0.06 "
+        "/ +0.02 pp, HP mean +11 / +13 / −106 s at low / medium / high); its point is the "
+        "backlog's oldest jobs, not the means (REPRODUCTION.md).",
         _aged, {"lp_age_h": 24.0}),
 )
 
