@@ -138,15 +138,19 @@ def reclaim() -> None:
 
 
 def uninstall() -> None:
-    """Restore the handlers `install` replaced. The command itself (installed early) keeps its
-    handlers to the end of the process, ignoring further signals: once it has returned there is
-    nothing left to stop, and a signal during the interpreter's exit (a local Ray shutting
-    down) must not end it by the default action, as if it had been cut short."""
+    """Restore the handlers `install` replaced. The command itself (installed early) ignores
+    both signals from here to the end of the process: once it has returned there is nothing
+    left to stop, and a signal during the interpreter's exit (a local Ray shutting down) must
+    not end it by the default action, as if it had been cut short. Ignored, not handled: as it
+    finalizes CPython puts every signal with a Python handler back to the default action, but
+    leaves an ignored one ignored."""
     if threading.current_thread() is not threading.main_thread():
         return
     if _state.command:
         _state.stopping = _state.delivered = True
         _state.held = 0
+        for s in SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
         return
     for sig, old in _state.previous.items():
         signal.signal(sig, old if old is not None else signal.SIG_DFL)
