@@ -147,8 +147,6 @@ def uninstall() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     if _state.command:
-        _state.stopping = _state.delivered = True
-        _state.held = 0
         for s in SIGNALS:
             signal.signal(s, signal.SIG_IGN)
         return
