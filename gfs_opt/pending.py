@@ -419,13 +419,20 @@ class QueueOrder:
     ``hol_timeout_s``; after that later jobs may pass it. ``lp_age_s`` (LP pass, PTS order
     only): an LP job submitted longer than this ago goes ahead of the rest, in submit order —
     largest-first alone hands every bit of room to the largest gang that fits, so on a backlog
-    the one-GPU jobs and the gangs too large for most room wait without bound.
+    the one-GPU jobs and the gangs too large for most room wait without bound. ``hp_fifo``: the
+    HP pass walks in submit order whatever ``fifo`` says (the LP pass keeps its order).
     """
 
     fifo: bool = False
+    hp_fifo: bool = False
     head_of_line: bool = False
     hol_timeout_s: float = math.inf
     lp_age_s: float = math.inf
+
+    @property
+    def hp_in_submit_order(self) -> bool:
+        """Whether the HP pass walks its queue in submit order."""
+        return self.fifo or self.hp_fifo
 
     @property
     def ages(self) -> bool:

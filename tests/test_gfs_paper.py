@@ -84,7 +84,8 @@ def test_gfs_paper_is_the_paper_parts_and_gfs_every_departure() -> None:
     assert not paper.victim_rule.gang_aware and not paper.placement.lp_beside_hp
     assert ours.spot is not None and isinstance(ours.spot.eta_rule, AttributableEta)
     assert ours.spot.shape and ours.patience is not None and ours.victim_rule.gang_aware
-    assert ours.placement.lp_beside_hp and ours.order.ages
+    assert ours.placement.lp_beside_hp and ours.order.ages and ours.order.hp_fifo
+    assert not paper.order.hp_fifo
 
 
 def test_the_registry_is_generated_from_the_table() -> None:
@@ -122,6 +123,21 @@ def test_paper_hp_pass_evicts_at_once_mid_window() -> None:
     assert d.victims == [2] and 10 in d.placements and not d.requeue
     held = _decide("gfs", _contested())                  # HP patience: the gang waits
     assert not held.victims and 10 not in held.placements
+
+
+# ---- HP order: largest first, or submit order with hp-fifo -------------------------------------
+def _hp_backlog() -> Round:
+    """One free node, the other held by HP (nothing to evict): an older 4-GPU HP job and a newer
+    8-GPU one both fit it alone, not together; both have waited past any HP patience."""
+    st = _nodes(2)
+    return _round(st, [(_job(1, HP, 8), ((1, tuple(range(8))),), 0.0)],
+                  [_job(10, HP, 4, submit=T - 7300), _job(11, HP, 8, submit=T - 7200)])
+
+
+def test_hp_pass_is_largest_first_and_hp_fifo_takes_submit_order() -> None:
+    assert set(_decide("gfs-paper", _hp_backlog()).placements) == {11}
+    assert set(_decide("gfs-no-hp-fifo", _hp_backlog()).placements) == {11}
+    assert set(_decide("gfs", _hp_backlog()).placements) == {10}
 
 
 # ---- victims: worker by worker -----------------------------------------------------------------

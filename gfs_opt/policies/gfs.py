@@ -13,13 +13,13 @@ node whose evictions cost least (failure ratio plus wasted GPU time).
 
 That is `gfs-paper` (GFS-SPEC §2). gfs_opt's `gfs` replaces some of its parts with the
 departures of `gfs_opt.policies.departures` (HP patience, the attributable η rule, the shape
-reserve, gang-aware victims, LP beside HP, the aged LP order), each a named row with its measured
-effect; ``departures`` picks them (default: all).
+reserve, gang-aware victims, LP beside HP, the aged LP order, HP in submit order), each a named
+row with its measured effect; ``departures`` picks them (default: all).
 
 Composition: PTS order · spot quota with the paper's η rule · best fit with E(n) · two-pointer
 victims with the GFS node cost, at once (`gfs-paper`); `gfs` adds, by departure, HP patience
 before evicting · the attributable η rule · the whole-node shape reserve · gang-aware victims ·
-LP beside HP · LP waiting over a day first.
+LP beside HP · LP waiting over a day first · HP in submit order.
 """
 
 from __future__ import annotations

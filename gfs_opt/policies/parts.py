@@ -144,9 +144,10 @@ class BestFit:
 
 def describe_order(order: QueueOrder) -> str:
     if not order.fifo:
+        text = "PTS (largest first)"
         if order.ages:
-            return f"PTS (largest first); LP waiting > {order.lp_age_s / HOUR:g} h first, FIFO"
-        return "PTS (largest first)"
+            text += f"; LP waiting > {order.lp_age_s / HOUR:g} h first, FIFO"
+        return text + ("; HP in submit order" if order.hp_fifo else "")
     if not order.head_of_line:
         return "FIFO"
     return f"FIFO, head of line blocks ≤ {order.hol_timeout_s:g} s"

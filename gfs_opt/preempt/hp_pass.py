@@ -88,7 +88,7 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
         room: dict[int, int] = {}
         p = st.pool_index.get(pool)
         stop = False
-        for cursor in queue.cursors(pool, order.fifo, skip):
+        for cursor in queue.cursors(pool, order.hp_in_submit_order, skip):
             for jid, (g, w, _d) in cursor:
                 if jid in st.alloc or jid in waiting:  # placed earlier in this round (e.g.
                     continue                             # by another pass), or left to wait
