@@ -243,8 +243,9 @@ def test_gfs_ages_its_lp_queue_by_a_day_and_the_ablation_does_not() -> None:
     assert "waiting > 24 h first" in pol.parts()["queue order"]
     paper = make_policy("gfs-no-aged-order")
     assert not paper.order.ages and "lp_age_h" not in paper.options()
-    assert paper.parts()["queue order"] == "PTS (largest first)"
+    assert paper.parts()["queue order"] == "PTS (largest first); HP in submit order"
     assert not make_policy("gfs-paper").order.ages
+    assert make_policy("gfs-paper").parts()["queue order"] == "PTS (largest first)"
     with pytest.raises(GfsError, match="lp_age_h"):
         make_policy("gfs", lp_age_h=0)
 

@@ -169,7 +169,7 @@ DEPARTURES: tuple[Departure, ...] = (
         "seed 1: 8-GPU workers queued 16,066 s against 4,557 s under Lyra's FIFO).",
         "§2.3 HP pass order (−g, w, s)",
         "paper-a100, ETS, 3 seeds: HP mean 510 / 589 / 697 → 483 / 509 / 590 s, p99 4,386 / "
-        "9,304 / 9,803 → 4,296 / 4,309 / 5,693 s (low / medium / high), LP evict 0.41 → 0.48 % "
+        "9,304 / 9,803 → 4,296 / 4,308 / 5,693 s (low / medium / high), LP evict 0.41 → 0.48 % "
         "(medium); Chronus ×24: HP 2 / 8 → 2 / 10 s, p99 49 / 55 → 50 / 59 s (BENCHMARKS.md).",
         _hp_fifo),
 )
