@@ -25,6 +25,7 @@ from gfs_opt.experiments.reproduce.plan import (
 )
 from gfs_opt.experiments.runner import RunSpec
 from gfs_opt.paths import REPO_ROOT
+from gfs_opt.policies.departures import DEPARTURES
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ def test_plan_covers_the_paper() -> None:
         "gfs-paper[use_history=false]", "gfs-paper[victims=naive]"}
     # each departure dropped from gfs, at every load and seed
     deps = {(c.load, c.policy, c.seed) for c in cells if c.group == "departures"}
-    assert len(deps) == 3 * 6 * 3 and ("high", "gfs-no-wait", 2) in deps
+    assert len(deps) == 3 * len(DEPARTURES) * 3 and ("high", "gfs-no-wait", 2) in deps
     assert {c.policy for c in cells if c.group == "rho"} == {"gfs-paper"}
     assert cfg.full_setup == "full"
     sweep = [c for c in cells if c.group == "rho"]

@@ -50,6 +50,7 @@ CASES = [
         ("ref-toy", "gfs-no-gang-victims", 1, 2.0),
         ("ref-toy", "gfs-no-attributable-eta", 2, 1.0),
         ("ref-toy", "gfs-no-aged-order", 1, 2.0),
+        ("ref-toy", "gfs-no-hp-fifo", 0, 2.0),
         ("ref-toy", "gfs-no-wait", 2, 2.0),
         ("ref-toy", "gfs-no-notice", 0, 2.0),
         ("ref-toy", "yarn-cs", 0, 2.0),
