@@ -102,9 +102,9 @@ DEPARTURES: tuple[Departure, ...] = (
         "Every running LP job reaches a boundary within d hours; PTS evicts mid-window although "
         "waiting a minute would often break nothing, and a wait no boundary ends only delays HP.",
         "§2.3 PTS, HP pass (preemptive placement at once)",
-        "Chronus MIX1 ×24, seed 0: LP eviction 2.52 → 1.68 % (load 2), 2.84 → 2.26 % (load 4) "
-        "for HP JQT p99 0 → 49 / 56 s; paper-a100, Prophet, 3 seeds: −0.41 / −0.36 / −0.57 pp "
-        "LP eviction (low / medium / high), HP mean +38 / +64 / +13 s, inside the noise; longer "
+        "Chronus MIX1 ×24, seed 0: LP eviction 2.45 → 1.68 % (load 2), 2.89 → 2.35 % (load 4) "
+        "for HP JQT p99 0 → 54 / 58 s; paper-a100, Prophet, 3 seeds: −0.53 / −0.44 / −0.43 pp "
+        "LP eviction (low / medium / high), HP mean +17 / −28 / +30 s, inside the noise; longer "
         "notices in docs/departures.md (trade table).",
         _patience, {"hp_wait_h": 1.0, "hp_notice_h": NOTICE_H}),
     Departure(
@@ -115,8 +115,8 @@ DEPARTURES: tuple[Departure, ...] = (
         "The paper's rule shrinks η on every eviction of the last H hours, those no margin "
         "prevents included, and re-reads one burst at every hourly update.",
         "§2.2 step 4 (η feedback)",
-        "paper-a100, Prophet, 3 seeds: LP evict +0.02 / −0.00 / +0.10 pp (low / medium / high), "
-        "LP JQT −176 / +358 / +1,678 s, HP mean +3 / +131 / −171 s: inside the noise "
+        "paper-a100, Prophet, 3 seeds: LP evict +0.04 / −0.02 / +0.18 pp (low / medium / high), "
+        "LP JQT −241 / −438 / −353 s, HP mean +4 / −29 / −94 s: inside the noise "
         "(REPRODUCTION.md).",
         _eta, {"eta_window_h": 4.0, "eta_band_window_h": 24.0}),
     Departure(
@@ -126,8 +126,8 @@ DEPARTURES: tuple[Departure, ...] = (
         "A count quota leaves room in GPUs but not in whole nodes: a whole-node HP gang then "
         "evicts although the pool has GPUs to spare.",
         "§2.2 steps 3, 5 (a count quota)",
-        "paper-a100, Prophet, 3 seeds: LP evict +0.05 / −0.10 / +0.06 pp (low / medium / high), "
-        "LP JQT +221 / +794 / +1,297 s (a cost, inside the noise), HP mean −24 / +134 / +3 s: no "
+        "paper-a100, Prophet, 3 seeds: LP evict −0.02 / −0.02 / +0.10 pp (low / medium / high), "
+        "LP JQT +395 / +469 / +705 s (a cost, inside the noise), HP mean −29 / −52 / −67 s: no "
         "gain outside the noise (REPRODUCTION.md).",
         _shape),
     Departure(
@@ -137,18 +137,19 @@ DEPARTURES: tuple[Departure, ...] = (
         "PTS places a gang worker by worker, so each worker's cheapest node can add up to more "
         "victims than the gang needs.",
         "§2.3 preemptive placement (one worker at a time)",
-        "paper-a100 medium, ETS, 3 seeds: LP evict 0.73 → 0.41 %, large HP gangs' JQT −10 %; "
-        "Prophet: −0.14 / −0.43 / −0.51 pp (low / medium / high) (BENCHMARKS.md, "
-        "REPRODUCTION.md).",
+        "paper-a100 medium, ETS, 3 seeds: LP evict 0.92 → 0.48 %, large HP gangs' JQT −3 %; "
+        "Prophet: −0.25 / −0.49 / −0.39 pp (low / medium / high; medium outside the noise) "
+        "(BENCHMARKS.md, REPRODUCTION.md).",
         _gang),
     Departure(
         "beside", "LP beside HP",
         "Among equally tight nodes an LP gang goes beside HP work rather than beside other LP.",
         "LP packed onto LP-only nodes breaks up the whole nodes whole-node HP gangs need.",
         "§2.3 non-preemptive node score (same-class co-location)",
-        "paper-a100, Prophet, 3 seeds: LP evict −0.01 / −0.04 / −0.01 pp (low / medium / high), "
-        "HP mean +27 / +120 / −153 s; with ETS HP is lower without it on paper-a100 and higher "
-        "on Chronus: no difference outside the noise anywhere (BENCHMARKS.md).",
+        "paper-a100, Prophet, 3 seeds: LP evict −0.00 / −0.03 / +0.07 pp (low / medium / high), "
+        "HP mean −20 / −9 / −43 s; ETS: HP mean 447 / 560 / 671 → 483 / 509 / 590 s, Chronus "
+        "LP evict 1.40 / 1.91 → 1.64 / 2.22 %: no difference outside the noise anywhere "
+        "(BENCHMARKS.md).",
         _beside),
     Departure(
         "aged-order", "aged LP order",
@@ -156,8 +157,8 @@ DEPARTURES: tuple[Departure, ...] = (
         "largest-first order.",
         "Largest-first starves a backlog's small LP jobs for weeks.",
         "§2.3 LP pass order (−g, w, s)",
-        "paper-a100, Prophet, 3 seeds: the means move inside the noise (LP evict +0.00 / +0.06 "
-        "/ +0.02 pp, HP mean +11 / +13 / −106 s at low / medium / high); its point is the "
+        "paper-a100, Prophet, 3 seeds: the means move inside the noise (LP evict −0.00 / −0.04 "
+        "/ +0.13 pp, HP mean −36 / +31 / −86 s at low / medium / high); its point is the "
         "backlog's oldest jobs, not the means (REPRODUCTION.md).",
         _aged, {"lp_age_h": 24.0}),
     Departure(
@@ -170,7 +171,9 @@ DEPARTURES: tuple[Departure, ...] = (
         "§2.3 HP pass order (−g, w, s)",
         "paper-a100, ETS, 3 seeds: HP mean 510 / 589 / 697 → 483 / 509 / 590 s, p99 4,386 / "
         "9,304 / 9,803 → 4,296 / 4,308 / 5,693 s (low / medium / high), LP evict 0.41 → 0.48 % "
-        "(medium); Chronus ×24: HP 2 / 8 → 2 / 10 s, p99 49 / 55 → 50 / 59 s (BENCHMARKS.md).",
+        "(medium); Chronus ×24: HP 2 / 8 → 2 / 10 s, p99 49 / 55 → 50 / 59 s; Prophet: HP mean "
+        "−68 / −150 / +56 s, LP evict +0.01 / +0.06 / +0.12 pp, inside the noise "
+        "(BENCHMARKS.md, REPRODUCTION.md).",
         _hp_fifo),
 )
 
