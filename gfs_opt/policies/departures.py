@@ -167,7 +167,7 @@ DEPARTURES: tuple[Departure, ...] = (
         "cannot start still blocks nobody.",
         "When HP outgrows a pool, largest-first hands each freed node to the largest gang that "
         "fits, so whole-node gangs submitted earlier wait behind later ones for days (paper-a100 "
-        "seed 1: 8-GPU workers queued 16,066 s against 4,557 s under Lyra's FIFO).",
+        "seed 1: 8-GPU workers queued 16,066 s against 4,557 s under lyra+sqa's FIFO).",
         "§2.3 HP pass order (−g, w, s)",
         "paper-a100, ETS, 3 seeds: HP mean 510 / 589 / 697 → 483 / 509 / 590 s, p99 4,386 / "
         "9,304 / 9,803 → 4,296 / 4,308 / 5,693 s (low / medium / high), LP evict 0.41 → 0.48 % "
