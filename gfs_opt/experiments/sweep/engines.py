@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -292,6 +293,17 @@ def _kill_stray_ray_processes() -> None:
     me = os.getpid()
     if os.getpgrp() != me:
         return
+    # a process the dying raylet forks after a scan has listed /proc is missed by that scan:
+    # scan again until one finds nothing (a few tenths of a second at most)
+    for _ in range(20):
+        if not _kill_ray_in_group(me):
+            return
+        time.sleep(0.05)
+
+
+def _kill_ray_in_group(me: int) -> bool:
+    """One scan of `_kill_stray_ray_processes`; whether it found (and killed) any process."""
+    found = False
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -305,6 +317,8 @@ def _kill_stray_ray_processes() -> None:
         if name.startswith("ray::") or name in ("raylet", "gcs_server") or _runs_ray(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+                found = True
+    return found
 
 
 def _runs_ray(pid: int) -> bool:
