@@ -132,7 +132,11 @@ def finish(job: Job, sig: int | None, timeout: float = 120) -> tuple[int, str]:
         _stdout, stderr = job.proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(job.proc.pid, signal.SIGKILL)
-        raise AssertionError(f"{job.kind} did not stop within {timeout} s") from None
+        # what the hung command said: the only trace of where it hung
+        _stdout, stderr = job.proc.communicate()
+        tail = (stderr or "")[-2000:]
+        raise AssertionError(f"{job.kind} did not stop within {timeout} s; its stderr ends:\n"
+                             f"{tail}") from None
     code = job.proc.returncode
     alive = wait_group_gone(job.proc.pid)
     assert not alive, ("processes of the command still alive 5 s after it exited: "
