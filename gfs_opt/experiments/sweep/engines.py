@@ -312,7 +312,9 @@ def _kill_ray_in_group(me: int) -> bool:
         name = text[text.find("(") + 1:text.rfind(")")]
         fields = text.rsplit(")", 1)[1].split()
         pid = int(stat.parent.name)
-        if pid == me or int(fields[2]) != me:
+        # a zombie is dead already: killing it "succeeds" at every scan and would keep the
+        # repeat going to its bound
+        if pid == me or int(fields[2]) != me or fields[0] == "Z":
             continue
         if name.startswith("ray::") or name in ("raylet", "gcs_server") or _runs_ray(pid):
             with contextlib.suppress(OSError):
