@@ -29,7 +29,7 @@ from gfs_opt.model import (
     RunningJob,
     plain_dict,
 )
-from gfs_opt.pending import PTS_ORDER, PendingQueue, Shape, as_queue
+from gfs_opt.pending import PendingQueue, Shape, as_queue
 from gfs_opt.policies.gfs import GFSPolicy
 from gfs_opt.preempt.boundary import still_running, with_held_nodes
 from gfs_opt.preempt.fit_memo import lacks_room
@@ -223,7 +223,7 @@ class GFSMilpPolicy(GFSPolicy):
         """What fits without preemption greedily, then the preemption MILP on the contested
         pools (the greedy PTS answer on time-out)."""
         placer = self.placer(rnd)
-        hp_pass(rnd, decision, order=PTS_ORDER, placer=placer, victims=None,
+        hp_pass(rnd, decision, order=self.order, placer=placer, victims=None,
                 memo=self.fit_memo("hp", preemptive=False))
         # those the pass above left waiting (it tried them all on free GPUs); the boundary step
         # is greedy: it re-queues, it breaks no window

@@ -243,8 +243,8 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
     ``judge(round, gangs)``: of the gangs still waiting after step 2, those for which waiting
     pays (`reach`); the others gather nothing (the caller lets them evict now)."""
     if not tried:
-        hp_pass(replace(rnd, pending_hp=patient if queue is None else queue), decision,
-                order=order, placer=placer, victims=None)
+        hp_pass(rnd, decision, order=order, placer=placer, victims=None,
+                pending=patient if queue is None else queue)
     left = [j for j in patient if j not in decision.placements]
     due = at_boundary(rnd) if left and rule is not None else {}
     if not due:   # steps 2 and 3 take only jobs at a boundary
@@ -268,8 +268,8 @@ def boundary_pass(rnd: Round, decision: Decision, patient: list[int], *, order: 
         if not gangs or not cands:
             continue
         got = Decision()
-        hp_pass(replace(rnd, pending_hp=gangs), got, order=order, placer=placer,
-                victims=rule, evictable=cands, tightest_of_evictable=True)
+        hp_pass(rnd, got, order=order, placer=placer, victims=rule, evictable=cands,
+                tightest_of_evictable=True, pending=gangs)
         decision.placements.update(got.placements)
         decision.requeue.extend(got.victims)
         taken.update(got.victims)

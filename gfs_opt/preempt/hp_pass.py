@@ -12,7 +12,7 @@ solver's warm start use.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from functools import partial
@@ -45,7 +45,7 @@ def pools_to_run(rnd: Round, queue: PendingQueue) -> list[str]:
 def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer,
             victims: PreemptRule | None, evictable: Mapping[int, RunningJob] | None = None,
             memo: FitMemo | None = None, waiting: AbstractSet[int] = frozenset(),
-            tightest_of_evictable: bool = False) -> None:
+            tightest_of_evictable: bool = False, pending: Collection[int] | None = None) -> None:
     """HP pass on the round's state (placements and victims go into ``decision``).
 
     ``victims=None`` disables preemption; ``evictable`` narrows the LP jobs that may be evicted
@@ -56,9 +56,11 @@ def hp_pass(rnd: Round, decision: Decision, *, order: QueueOrder, placer: Placer
     alone (they wait for a window boundary, `gfs_opt.preempt.boundary`); they are not tried, so
     they teach the memo nothing. ``tightest_of_evictable``: a worker's tightest fit by eviction
     is sought among the nodes of ``evictable`` (`PreemptContext.tightest_of_nodes`).
+    ``pending``: the HP jobs the pass walks, in place of the round's (a step's own gangs:
+    cheaper than a changed copy of the round, which the boundary step would make every pass).
     """
     st = rnd.state
-    queue = as_queue(rnd.pending_hp, rnd.jobs, JobClass.HP)
+    queue = as_queue(rnd.pending_hp if pending is None else pending, rnd.jobs, JobClass.HP)
     running: Mapping[int, RunningJob] = rnd.running if evictable is None else evictable
     if evictable is not None:
         memo = None
