@@ -132,14 +132,20 @@ def atomic_write(path: Path, write: Callable[[str], None], *, label: object = No
         if path.exists() and not path.is_file():
             write(str(path))
             return path
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        tmp: str | None = None
         try:
-            os.fchmod(fd, file_mode())   # not mkstemp's private 0600
-            os.close(fd)
+            # held: a signal between the file's creation and ``tmp`` naming it would leave it
+            # behind; raised as the hold ends, it meets the clean-up below
+            with held():
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                           suffix=".tmp")
+                os.close(fd)
+            os.chmod(tmp, file_mode())   # not mkstemp's private 0600
             write(tmp)
             os.replace(tmp, path)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
             raise
     return path
 
@@ -176,8 +182,14 @@ def write_folder(final: Path, fill: Callable[[Path], None],
     final = Path(final)
     with writing(final):
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{TMP_FOLDER}{final.name}-"))
+        tmp: Path | None = None
         try:
+            # held: a signal between the folder's creation and ``tmp`` naming it would leave it
+            # behind (seen once in 60 SIGTERMs to a busy compare); raised as the hold ends, it
+            # meets the clean-up below
+            with held():
+                tmp = Path(tempfile.mkdtemp(dir=final.parent,
+                                            prefix=f"{TMP_FOLDER}{final.name}-"))
             fill(tmp)
             tmp.chmod(folder_mode())   # not mkdtemp's private 0700
             with held():
@@ -191,7 +203,8 @@ def write_folder(final: Path, fill: Callable[[Path], None],
                 if then is not None:
                     then()
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
             raise
     return final
 
