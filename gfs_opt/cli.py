@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import importlib
 import io
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -25,6 +27,8 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "gfs-opt":
     # the command itself (not an import by a test or a notebook): a signal from here on is
     # held until the command runs, then stops it cleanly rather than as an import's traceback
     interrupts.install(early=True)
+    # ``kill -USR1 PID``: every thread's stack on stderr, to see where a command is stuck
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 # Order here is the order of `gfs-opt --help`.
 COMMAND_MODULES = [

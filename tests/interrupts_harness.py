@@ -101,6 +101,16 @@ def _comm(pid: int) -> str:
         return "?"
 
 
+def _state(pid: int) -> str:
+    """A process's state letter and the kernel function it sleeps in (/proc)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+    except OSError:
+        return "?"
+    return f"{state}/{wchan or '-'}"
+
+
 def wait_group_gone(pgid: int, seconds: float = 5.0) -> set[int]:
     deadline = time.monotonic() + seconds
     while (alive := group_members(pgid)) and time.monotonic() < deadline:
@@ -131,12 +141,19 @@ def finish(job: Job, sig: int | None, timeout: float = 120) -> tuple[int, str]:
     try:
         _stdout, stderr = job.proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        # where it hangs: the command's threads' stacks (`gfs-opt` dumps them on SIGUSR1), and
+        # which processes of its group are still there, in what state
+        status = job.proc.poll()        # None: the command itself is still running
+        if status is None:
+            job.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+        alive = ", ".join(f"{p} {_comm(p)} {_state(p)}" for p in sorted(group_members(job.proc.pid)))
         os.killpg(job.proc.pid, signal.SIGKILL)
-        # what the hung command said: the only trace of where it hung
         _stdout, stderr = job.proc.communicate()
-        tail = (stderr or "")[-2000:]
-        raise AssertionError(f"{job.kind} did not stop within {timeout} s; its stderr ends:\n"
-                             f"{tail}") from None
+        tail = (stderr or "")[-4000:]
+        said = "still running" if status is None else f"exited {status}"
+        raise AssertionError(f"{job.kind} did not stop within {timeout} s ({said}); its group "
+                             f"then: {alive or 'none'}; its stderr ends:\n{tail}") from None
     code = job.proc.returncode
     alive = wait_group_gone(job.proc.pid)
     assert not alive, ("processes of the command still alive 5 s after it exited: "
