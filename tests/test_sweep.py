@@ -125,6 +125,20 @@ def test_local_sweep_writes_one_tidy_row_per_cell(reference: tuple[Path, Path]) 
     assert not leftovers(out)
 
 
+def test_a_policy_with_its_own_options_sweeps_and_prints_its_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``NAME[key=value]`` in ``policies`` (the CLI's syntax) runs, and the printed table names
+    it (the table's grouping once looked the bracketed name up as a registered one)."""
+    spec = write_spec(tmp_path, policies=("gfs", "gfs[hp_wait_h=0]"), seeds=(0,))
+    code, out, err = cli(capsys, "sweep", str(spec), "--out", str(tmp_path / "out"),
+                         "--workers", "1", "--no-progress")
+    assert code == 0, err
+    assert "gfs[hp_wait_h=0]" in out and "Traceback" not in err
+    table = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert sorted(table["policy"]) == ["gfs", "gfs[hp_wait_h=0]"]
+    assert (table["status"] == "ok").all()
+
+
 def test_ci95_is_the_student_t_half_width() -> None:
     assert ci95(pd.Series([1.0, 3.0])) == pytest.approx(12.7062 * math.sqrt(2) / math.sqrt(2), 1e-4)
     assert math.isnan(ci95(pd.Series([5.0])))

@@ -44,7 +44,7 @@ from gfs_opt.experiments.sweep.engines import Engine, Task
 from gfs_opt.experiments.sweep.spec import Cell, memory_hint_mb
 from gfs_opt.fileio import atomic_write, remove_partial_folders, write_folder, write_text
 from gfs_opt.interrupts import held
-from gfs_opt.policies import settable_options
+from gfs_opt.policies import policy_name, settable_options
 
 CELL_FILE = "cell.json"
 RESULT_FILES = ("results.parquet", "results.csv", "summary.csv", "timings.csv")
@@ -254,7 +254,8 @@ def format_summary(summary: pd.DataFrame, cells: Sequence[Cell]) -> str:
     text = ["  ".join(c.ljust(w) if i < len(varying) else c.rjust(w)
                       for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     text.insert(1, "-" * len(text[0]))
-    options = set().union(*(settable_options(p) for p in {c.params["policy"] for c in cells}))
+    options = set().union(*(settable_options(policy_name(p))
+                            for p in {c.params["policy"] for c in cells}))
     groups = [k for k in varying if k != "policy" and k not in options]
     return "\n".join(text + _family_lines(summary, groups))
 
