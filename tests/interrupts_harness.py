@@ -156,8 +156,9 @@ def finish(job: Job, sig: int | None, timeout: float = 120) -> tuple[int, str]:
                              f"then: {alive or 'none'}; its stderr ends:\n{tail}") from None
     code = job.proc.returncode
     alive = wait_group_gone(job.proc.pid)
-    assert not alive, ("processes of the command still alive 5 s after it exited: "
-                       + ", ".join(f"{p} {_comm(p)}" for p in alive))
+    assert not alive, ("processes of the command still alive 5 s after it exited "
+                       f"({code}): " + ", ".join(f"{p} {_comm(p)}" for p in alive)
+                       + f"; its stderr ends:\n{(stderr or '')[-3000:]}")
     leftovers = [p for p in job.out.rglob(".*")] if job.out.exists() else []
     assert not leftovers, leftovers
     folders = run_folders(job) if job.out.exists() else []

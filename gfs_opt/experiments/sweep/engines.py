@@ -233,9 +233,10 @@ class RayEngine:
                 raise interrupted_by(signal.SIGTERM) from None
             raise
         except KeyboardInterrupt:
-            with contextlib.suppress(Exception):
-                ray.shutdown()
-            _kill_stray_ray_processes()
+            with held():
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                _kill_stray_ray_processes()
             raise
         except Exception as exc:  # connection refused, bad address, version mismatch …
             where = f"at {self.address}" if self.address else "locally"
@@ -280,9 +281,14 @@ class RayEngine:
             raise
         finally:
             if started:
-                ray.shutdown()
-                # agents whose raylet died first (a SIGTERM to the whole group) outlive it
-                _kill_stray_ray_processes()
+                # held: a signal cutting the shutdown half-way would skip the scan below and
+                # leave Ray's agents running (seen once in four SIGTERMs as the last cell ended)
+                with held():
+                    try:
+                        ray.shutdown()
+                    finally:
+                        # agents whose raylet died first (a SIGTERM to the whole group) outlive it
+                        _kill_stray_ray_processes()
 
 
 def _kill_stray_ray_processes() -> None:
