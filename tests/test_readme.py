@@ -105,6 +105,7 @@ QUICK: list[Rule] = [
 SLOW: dict[str, str] = {
     r"--engine ray": "starts a local Ray cluster (≈ 20 s, ~1 GB)",
     r"^gfs-opt reproduce": "every stage of the reproduction, ≈ 1 min even at --quick settings",
+    r"^gfs-opt compare --setup paper-a100": "paper-a100 replays, 4–14 s each (a minute together)",
 }
 
 
