@@ -233,10 +233,8 @@ class RayEngine:
                 raise interrupted_by(signal.SIGTERM) from None
             raise
         except KeyboardInterrupt:
-            with held():
-                with contextlib.suppress(Exception):
-                    ray.shutdown()
-                _kill_stray_ray_processes()
+            with contextlib.suppress(Exception):
+                _stop_local_ray()
             raise
         except Exception as exc:  # connection refused, bad address, version mismatch …
             where = f"at {self.address}" if self.address else "locally"
@@ -281,14 +279,21 @@ class RayEngine:
             raise
         finally:
             if started:
-                # held: a signal cutting the shutdown half-way would skip the scan below and
-                # leave Ray's agents running (seen once in four SIGTERMs as the last cell ended)
-                with held():
-                    try:
-                        ray.shutdown()
-                    finally:
-                        # agents whose raylet died first (a SIGTERM to the whole group) outlive it
-                        _kill_stray_ray_processes()
+                _stop_local_ray()
+
+
+def _stop_local_ray() -> None:
+    """``ray.shutdown``, then `_kill_stray_ray_processes` (agents whose raylet died first, e.g.
+    to a SIGTERM to the whole group, outlive it), as one held section: a signal cutting the
+    shutdown half-way would skip the scan and leave Ray's agents running (seen once in four
+    SIGTERMs as the last cell ended)."""
+    import ray
+
+    with held():
+        try:
+            ray.shutdown()
+        finally:
+            _kill_stray_ray_processes()
 
 
 def _kill_stray_ray_processes() -> None:
