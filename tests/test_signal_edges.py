@@ -60,3 +60,36 @@ def test_a_command_that_has_returned_ignores_both_signals_to_its_exit() -> None:
                           timeout=120)
     assert done.stdout.split() == ["True", "True"], done.stderr
     assert done.returncode == 0, (done.returncode, done.stderr)
+
+
+HALF_A_RESULT = """
+import struct, time
+from concurrent.futures import ProcessPoolExecutor
+from gfs_opt.experiments.sweep.engines import ignore_sigint, terminate_pool, worker_context
+
+pool = ProcessPoolExecutor(max_workers=1, mp_context=worker_context(), initializer=ignore_sigint)
+pool.submit(time.sleep, 60)
+time.sleep(2)   # the worker runs the task
+# what a worker killed half-way through sending its result leaves in the result pipe: a header
+# announcing 1,000 bytes and 10 of them; the pool's manager thread starts reading the rest
+pool._result_queue._writer._send(struct.pack("!i", 1000) + bytes(10))
+time.sleep(0.5)
+terminate_pool(pool)
+print("terminated", flush=True)
+"""
+
+
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
+                    reason="needs the forkserver start method")
+def test_a_pool_terminated_with_half_a_result_in_its_pipe_lets_the_command_exit() -> None:
+    """A sweep that had said it was interrupted hung at exit (once in a few hundred SIGTERMs):
+    Python's exit hook joined the pool's manager thread, blocked for ever on half a message a
+    killed worker had sent, since this process holds the pipe's write end too."""
+    try:
+        done = subprocess.run([sys.executable, "-c", HALF_A_RESULT], capture_output=True,
+                              text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the command did not exit within 60 s of terminating its pool")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "terminated"
+    assert done.stderr == ""      # the manager thread ended quietly, broken pool and all

@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -174,7 +175,9 @@ def terminate_pool(pool: ProcessPoolExecutor) -> None:
     Python 3.14, so kill its processes directly, then let it clean up. SIGKILL: workers ignore
     SIGTERM (`ignore_sigint`) and hold nothing worth saving (the parent writes every result)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
-    manager = getattr(pool, "_executor_manager_thread", None)   # `shutdown` forgets it
+    # `shutdown` forgets both
+    manager = getattr(pool, "_executor_manager_thread", None)
+    results = getattr(pool, "_result_queue", None)
     for p in procs:
         if p.is_alive():
             p.kill()
@@ -186,6 +189,27 @@ def terminate_pool(pool: ProcessPoolExecutor) -> None:
     # ("Exception ignored … OSError: Bad file descriptor" on stderr after a Ctrl-C).
     if manager is not None:
         manager.join(timeout=5)
+        if manager.is_alive() and results is not None:
+            _finish_half_sent_result(manager, results)
+
+
+def _finish_half_sent_result(manager: threading.Thread, results: Any) -> None:
+    """Unblock a pool's manager thread stuck on half a result: a worker killed while it sent
+    one leaves a partial message in the result pipe, and the thread waits for the rest for
+    ever (this process holds the pipe's write end too), and Python's exit hook with it, so a
+    command that has said it was interrupted never exits. Filler bytes complete the message;
+    the thread fails to unpickle it, counts the pool as broken and ends."""
+    writer = getattr(results, "_writer", None)
+    if writer is None or writer.closed:
+        return
+    fd = writer.fileno()
+    os.set_blocking(fd, False)   # a full pipe must not block us in turn
+    filler = bytes(4096)
+    deadline = time.monotonic() + 5
+    while manager.is_alive() and time.monotonic() < deadline:
+        with contextlib.suppress(BlockingIOError):
+            os.write(fd, filler)
+        manager.join(timeout=0.05)
 
 
 class RayEngine:
