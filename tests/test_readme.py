@@ -52,7 +52,7 @@ EXEMPT: dict[str, str] = {
                         "covers bring-up, quota, preemption, a short replay and teardown",
     r"^python benchmarks/bench_slurm_pools\.py": "a benchmark of ≈ 70 min on a live Slurm (root): "
                                                 "BENCHMARKS.md records its figures",
-    r"^gfs-opt sweep examples/sweep-rho\.toml": "75 paper-a100 cells (about half an hour on 2 "
+    r"^gfs-opt sweep examples/sweep-rho\.toml": "90 paper-a100 cells (about 40 minutes on 2 "
         "cores); tests/test_drain_scoring.py reads, checks and draws a small ρ sweep and notebook "
         "03 runs a reduced grid",
     r"^python -m gfs_opt\.experiments\.rho_dial": "reads the sweep of the command before it; "

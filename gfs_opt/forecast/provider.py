@@ -38,10 +38,15 @@ from gfs_opt.forecast.aggregate import (
     pool_of,
 )
 from gfs_opt.forecast.base import BaseForecaster, Forecaster, SeriesData, qcol
+from gfs_opt.forecast.pool_calibration import PoolCalibration, pool_demand
 from gfs_opt.forecast.registry import make_forecaster
 from gfs_opt.forecast.series import HOUR_S, HourlyMaxSeries
 from gfs_opt.model import PoolForecast
 from gfs_opt.traces.base import ALIBABA_ORIGIN
+
+#: the provider's pool aggregations: `gfs_opt.forecast.aggregate`'s, and the independent sum with
+#: its spread calibrated on the pool's own errors (`gfs_opt.forecast.pool_calibration`)
+AGGREGATIONS = (*METHODS, "calibrated")
 
 _HOUR = pd.Timedelta(hours=1)
 
@@ -67,13 +72,17 @@ class ForecastProvider:
                  origin: pd.Timestamp | str = ALIBABA_ORIGIN, seed: int = 0) -> None:
         if horizon_h < 1:
             raise GfsError(f"forecast horizon must be ≥ 1 hour, got {horizon_h}")
-        if aggregation not in METHODS:
-            raise GfsError(f"unknown pool aggregation {aggregation!r}; expected one of {list(METHODS)}")
+        if aggregation not in AGGREGATIONS:
+            raise GfsError(f"unknown pool aggregation {aggregation!r}; expected one of "
+                           f"{list(AGGREGATIONS)}")
         self.model: Forecaster = (make_forecaster(model, quantiles=(rho,), seed=seed)
                                   if isinstance(model, str) else model)
         self.horizon_h = int(horizon_h)
         self.rho = float(rho)
+        # the pools' sum: "calibrated" is the independent sum, its spread then scaled
         self.aggregation = aggregation
+        self._sum = "independent" if aggregation == "calibrated" else aggregation
+        self.calibration = PoolCalibration() if aggregation == "calibrated" else None
         self.n_samples = int(n_samples)
         self.series_pool = dict(series_pool) if series_pool is not None else None
         self.refit_from = float(refit_from)
@@ -208,10 +217,24 @@ class ForecastProvider:
         t0 = time.perf_counter()
         added = self._condition(hour)
         out = self._predict(hour)
+        if self.calibration is not None:
+            out = self._calibrated(hour, out)
         self.update_log.append({"t": float(t), "seconds": time.perf_counter() - t0,
                                 "hours": float(added), "series": float(len(self.series.names))})
         self._cache = (hour, out)
         return out
+
+    def _calibrated(self, hour: int, out: dict[str, PoolForecast]) -> dict[str, PoolForecast]:
+        """Aggregation ``calibrated``: score the forecasts whose hours are complete, then scale
+        this hour's spreads (`gfs_opt.forecast.pool_calibration`)."""
+        cal = self.calibration
+        assert cal is not None
+        since = cal.pending_since()
+        if since is not None and since < hour:
+            rows = self.series.recent(since, hour)
+            pools = {name: pool_of(name, self.series_pool) for name, _f, _y in rows}
+            cal.score(hour, pool_demand(rows, pools, since, hour - since), since)
+        return cal.issue(hour, out)
 
     def _predict(self, hour: int) -> dict[str, PoolForecast]:
         """Per-series forecasts re-indexed so that h = 1 is ``hour``, aggregated per pool."""
@@ -244,7 +267,7 @@ class ForecastProvider:
                 off = first - int(lead1[key])
                 if off >= 0 and off + self.horizon_h <= draws.shape[1]:
                     samples[key] = draws[:, off:off + self.horizon_h]
-        return pool_forecasts(pd.DataFrame(cols), self.series_pool, self.aggregation, self.rho,
+        return pool_forecasts(pd.DataFrame(cols), self.series_pool, self._sum, self.rho,
                               samples)
 
     def _predict_arrays(self, model: BaseForecaster, hour: int,
@@ -252,7 +275,7 @@ class ForecastProvider:
         """`_predict` without the prediction frame: the same rows (series in key order, h
         ascending), filtered and summed per pool in the same order."""
         # the independent sum reads means and spreads only
-        with_q = self.aggregation != "independent"
+        with_q = self._sum != "independent"
         fcs = model.forecasts(steps, quantiles=with_q)
         if not fcs:
             return {}
@@ -279,7 +302,7 @@ class ForecastProvider:
         q = (np.concatenate([fcs[k].quantiles[level[-1]] for k in keys])[keep]  # type: ignore[index]
              if level else None)
         return pool_forecasts_arrays(rows.series, rows.h, mean, std, q, self.series_pool,
-                                     self.aggregation, self.rho, layout=rows.layout)
+                                     self._sum, self.rho, layout=rows.layout)
 
     def has_history(self, pool: str) -> bool:
         """Whether any tenant of the pool has used HP GPUs so far."""

@@ -55,8 +55,10 @@ class GFSPolicy(ComposedPolicy):
     use_history: False = PTS without eviction-history scores (E(n) ignored).
     victims: "two-pointer" (GFS) or "naive" (first candidate node, no cost awareness).
     quota: "rule" (the spot quota) or "none" (admit LP whenever it fits).
-    aggregation: how per-tenant forecasts add up to a pool's ("independent" or
-        "sum-quantiles", `gfs_opt.forecast.aggregate`).
+    aggregation: how per-tenant forecasts add up to a pool's ("independent",
+        "sum-quantiles", `gfs_opt.forecast.aggregate`; or "calibrated": the independent sum
+        with each lead's spread scaled by the RMS of the pool's own standardised errors,
+        `gfs_opt.forecast.pool_calibration` — for a high ρ on bursty demand).
     eta_every_s: how often the η feedback may act (default hourly; see `SpotQuota`).
     """
 
