@@ -56,8 +56,9 @@ def test_kappa_matches_a_direct_rms(errors: list[float], sd: float) -> None:
     for hour, e in enumerate(errors):
         cal.issue(hour, one(100.0, sd))
         cal.score(hour + 1, {"P": np.array([100.0 + e])}, hour)
-    s = np.array(errors) / sd
-    np.testing.assert_allclose(cal.kappa("P", 1), [np.sqrt(np.mean(s * s))], rtol=1e-9)
+    s = ((100.0 + np.array(errors)) - 100.0) / sd      # the errors as the demand carries them
+    np.testing.assert_allclose(cal.kappa("P", 1), [np.sqrt(np.mean(s * s))], rtol=1e-9,
+                               atol=1e-12)
 
 
 def test_pool_demand_sums_the_series_of_each_pool() -> None:
