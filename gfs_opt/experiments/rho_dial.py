@@ -122,9 +122,9 @@ class Check:
 
 def checks(table: pd.DataFrame, promise_for: Sequence[str] = ("gfs",)) -> list[Check]:
     """The module doc's three checks on the means over seeds: success ≥ ρ per class (for the
-    policies of ``promise_for``, with any options), LP JQT not rising as ρ falls and eviction under the quota not
-    falling as ρ falls (every policy; adjacent ρ values compared). A miss names the ρ values and
-    says whether the two intervals overlap (inside the noise)."""
+    policies of ``promise_for``, with any options), LP JQT not rising as ρ falls and eviction
+    under the quota not falling as ρ falls (every policy; adjacent ρ values compared). A miss
+    names the ρ values and says whether the two intervals overlap (inside the noise)."""
     out = []
     for pol, sub in table.groupby("policy", sort=False, observed=True):
         sub = sub.sort_values("rho")
